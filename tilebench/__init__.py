@@ -1,0 +1,51 @@
+"""tilebench: a Jupyter workbench for TileLang kernels.
+
+`import tilebench` is cheap: torch, tilelang and the widgets load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "jit": "tilebench.kernel.jit",
+    "compile": "tilebench.kernel.jit",
+    "JIT": "tilebench.kernel.jit",
+    "Kernel": "tilebench.kernel.compiled",
+    "PartialKernel": "tilebench.kernel.compiled",
+    "place": "tilebench.kernel.placeholders",
+    "empty_data_ptr": "tilebench.kernel.placeholders",
+    "Placeholder": "tilebench.kernel.placeholders",
+    "cache_info": "tilebench.kernel.cache",
+    "clear_cache": "tilebench.kernel.cache",
+    "CompileError": "tilebench.compiler.build",
+    "NoDeviceError": "tilebench.compiler.timing",
+    "TargetError": "tilebench.compiler.targets",
+    "resolve_target": "tilebench.compiler.targets",
+    "settings": "tilebench.settings",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tilebench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext tilebench` registers the %%tilelang and %tilebench magics."""
+    from tilebench.magic import register
+
+    register(ipython)

@@ -1,0 +1,103 @@
+"""Compile a PrimFunc through tilelang (memory → disk cache → nvcc), with readable failures."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from tilebench.compiler.options import CompileOptions
+from tilebench.compiler.runtime import tilelang
+from tilebench.compiler.schema import ParamSpec, param_specs
+from tilebench.compiler.targets import TargetSpec, describe_target, resolve_target, target_kind
+
+
+class CompileError(RuntimeError):
+    """tilelang or nvcc refused a kernel. `.log` holds the full text; the message its key lines."""
+
+    def __init__(self, kernel: str, message: str, log: str = "") -> None:
+        super().__init__(f"compiling {kernel} failed: {message}")
+        self.kernel = kernel
+        self.log = log or message
+
+
+@dataclasses.dataclass
+class Build:
+    """What compiling produced: tilelang's kernel plus plain facts about it."""
+
+    name: str
+    jit_kernel: Any
+    prim_func: Any
+    specs: tuple[ParamSpec, ...]
+    target: TargetSpec
+    options: CompileOptions
+    seconds: float
+
+    @property
+    def target_text(self) -> str:
+        return describe_target(self.target)
+
+    @property
+    def device_kind(self) -> str:
+        return target_kind(self.target)
+
+
+def kernel_name(prim_func: Any) -> str:
+    attrs = prim_func.attrs
+    if attrs is not None and "global_symbol" in attrs:
+        return str(attrs["global_symbol"])
+    return getattr(getattr(prim_func, "orig_func", None), "__name__", "kernel")
+
+
+def summarize_error(text: str, limit: int = 12) -> str:
+    """The lines of a compiler log that say what went wrong, without the stack frames."""
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    keep = [ln for ln in lines if any(w in ln for w in ("rror", "Check failed", "error:", "Invalid", "No valid"))]
+    keep = keep or lines[-limit:]
+    return "\n".join(dict.fromkeys(keep[-limit:]))
+
+
+def is_prim_func(value: Any) -> bool:
+    return type(value).__name__ == "PrimFunc" and hasattr(value, "buffer_map")
+
+
+def compile_primfunc(prim_func: Any, options: CompileOptions) -> Build:
+    """Compile through tilelang's kernel cache; raise CompileError with the compiler's own words."""
+    tl = tilelang()
+    target = resolve_target(options.target_dict_or_str())
+    name = kernel_name(prim_func)
+    start = time.perf_counter()
+    try:
+        jit_kernel = tl.compile(prim_func, **options.tilelang_kwargs(target))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # tilelang raises TVMError, RuntimeError, ValueError...
+        text = f"{type(exc).__name__}: {exc}"
+        raise CompileError(name, summarize_error(text), text) from None
+    seconds = time.perf_counter() - start
+    if options.debug_root_path:
+        write_debug_files(Path(options.debug_root_path), name, prim_func, jit_kernel)
+    specs = param_specs(prim_func, options.out_idx)
+    return Build(name, jit_kernel, prim_func, specs, target, options, seconds)
+
+
+def write_debug_files(root: Path, name: str, prim_func: Any, jit_kernel: Any) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / f"tilelang_jit_kernel_{name}.cu").write_text(jit_kernel.get_kernel_source())
+    (root / f"tilelang_jit_program_{name}.py").write_text(prim_func.script())
+
+
+def tilelang_version() -> str:
+    return str(getattr(tilelang(), "__version__", "unknown"))
+
+
+def cache_files(root: Path) -> tuple[int, int]:
+    """(kernel entries, bytes) under tilelang's cache folder."""
+    entries, size = 0, 0
+    for folder, _dirs, files in os.walk(root):
+        if os.path.basename(os.path.dirname(folder)) == "kernels":
+            entries += 1
+        size += sum(os.path.getsize(os.path.join(folder, f)) for f in files)
+    return entries, size

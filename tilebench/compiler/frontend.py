@@ -1,0 +1,62 @@
+"""Elaborate a Python kernel function into TIR with tilelang's own JIT front (lazy and eager styles)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, Literal
+
+from tilebench.compiler.runtime import tilelang
+from tilebench.compiler.targets import TargetSpec
+
+Mode = Literal["lazy", "eager"]
+
+
+class Elaborator:
+    """Turns calls of a kernel function into PrimFuncs; remembers what tilelang learned per template."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        tilelang()
+        from tilelang.language.eager import prim_func
+        from tilelang.language.eager.ast import has_internal_prim_func
+
+        self.func = func
+        self.jit_func = prim_func(func, eager_jit=True)
+        self.signature = inspect.signature(func)
+        self.tensor_names: tuple[str, ...] = tuple(self.jit_func.tensor_args)
+        self.static_mode: Mode | None = "lazy" if has_internal_prim_func(func) else (
+            "eager" if self.tensor_names else None)
+
+    def infer_mode(self, args: tuple, kwargs: dict) -> Mode:
+        """Lazy if calling the function returns a PrimFunc, else eager (tilelang's own rule)."""
+        mode: Mode = self.static_mode or ("lazy" if self.jit_func._is_lazy_style(*args, **kwargs) else "eager")
+        self.jit_func.set_mode(mode)
+        return mode
+
+    def get_tir(self, target: TargetSpec, args: tuple, kwargs: dict) -> Any:
+        from tvm.target import Target
+
+        with Target(target):
+            return self.jit_func.get_tir(*args, **kwargs)
+
+    def template_key(self, args: tuple, kwargs: dict) -> tuple[Any, dict[str, Any]]:
+        """tilelang's (phase-1, phase-2) key and the runtime (tensor and scalar) arguments."""
+        return self.jit_func.parse_args(*args, **kwargs)
+
+    def shape_readers(self, args: tuple, kwargs: dict) -> list[tuple[str, str, int]] | None:
+        """For each T.const symbol of the call's template: (argument, "shape"|"stride", axis).
+
+        None when reading `tensor.shape[axis]` would not give tilelang's value (sub-byte dtypes).
+        """
+        bound = self.jit_func._argument_binder.bind(args, kwargs)
+        template = self.jit_func.p1_cache.get(bound.p1_key)
+        if template is None or template.matcher is None:
+            return []
+        buffers = {str(p.name): b for p, b in template.prim_func.buffer_map.items()}
+        readers = []
+        for arg_name, what, axis, _symbol in template.matcher.values():
+            buffer = buffers.get(arg_name)
+            if buffer is None or buffer.dtype.bits * buffer.dtype.lanes < 8:
+                return None
+            readers.append((arg_name, what, axis))
+        return readers

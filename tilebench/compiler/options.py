@@ -1,0 +1,104 @@
+"""Compile options as one frozen, hashable value (part of every cache key)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from tilebench.settings import settings
+
+BACKENDS = ("auto", "tvm_ffi", "cython", "nvrtc", "torch", "cutedsl")
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileOptions:
+    """What tilelang.compile takes besides the PrimFunc. Targets are resolved later."""
+
+    out_idx: tuple[int, ...] | None = None
+    target: Any = None
+    target_host: Any = None
+    execution_backend: str | None = None
+    verbose: bool | None = None
+    pass_configs: tuple[tuple[str, Any], ...] = ()
+    compile_flags: tuple[str, ...] = ()
+    debug_root_path: str | None = None
+
+    @classmethod
+    def create(
+        cls,
+        out_idx: int | list[int] | tuple[int, ...] | None = None,
+        target: Any = None,
+        target_host: Any = None,
+        execution_backend: str | None = None,
+        verbose: bool | None = None,
+        pass_configs: dict[str, Any] | None = None,
+        compile_flags: str | list[str] | tuple[str, ...] | None = None,
+        debug_root_path: str | None = None,
+    ) -> CompileOptions:
+        """Validate and normalize user-facing options; errors name the option."""
+        if out_idx is not None:
+            items = [out_idx] if isinstance(out_idx, int) else list(out_idx)
+            if not all(isinstance(i, int) and not isinstance(i, bool) for i in items):
+                raise TypeError(f"out_idx must be an int or a list of ints, got {out_idx!r}")
+            out_idx = tuple(items)
+        if execution_backend is not None and execution_backend not in BACKENDS:
+            raise ValueError(f"execution_backend={execution_backend!r} is not one of {BACKENDS}")
+        if pass_configs is not None and not isinstance(pass_configs, dict):
+            raise TypeError(f"pass_configs must be a dict of PassConfigKey -> value, got {type(pass_configs).__name__}")
+        if isinstance(compile_flags, str):
+            compile_flags = tuple(compile_flags.split())
+        elif compile_flags is not None:
+            if not all(isinstance(f, str) for f in compile_flags):
+                raise TypeError(f"compile_flags must be strings, got {compile_flags!r}")
+            compile_flags = tuple(compile_flags)
+        if isinstance(target, dict):
+            target = _freeze(target)
+        return cls(
+            out_idx=out_idx,
+            target=target,
+            target_host=target_host,
+            execution_backend=execution_backend,
+            verbose=verbose,
+            pass_configs=_freeze(pass_configs or {}),
+            compile_flags=compile_flags or (),
+            debug_root_path=debug_root_path,
+        )
+
+    def replace(self, **changes: Any) -> CompileOptions:
+        merged = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        merged["pass_configs"] = dict(self.pass_configs)
+        merged["target"] = self.target_dict_or_str()
+        merged.update(changes)
+        return CompileOptions.create(**merged)
+
+    def target_dict_or_str(self) -> Any:
+        return dict(self.target) if isinstance(self.target, tuple) else self.target
+
+    def tilelang_kwargs(self, target: Any) -> dict[str, Any]:
+        """Keyword arguments for tilelang.compile, with the resolved target."""
+        return dict(
+            out_idx=list(self.out_idx) if self.out_idx is not None else None,
+            target=target,
+            target_host=self.target_host,
+            execution_backend=self.execution_backend or settings.execution_backend,
+            verbose=settings.verbose if self.verbose is None else self.verbose,
+            pass_configs=dict(self.pass_configs) or None,
+            compile_flags=list(self.compile_flags) or None,
+        )
+
+    def key(self) -> str:
+        """Stable text of everything that changes the binary (debug path excluded)."""
+        return json.dumps(
+            [self.out_idx, self.target, str(self.target_host), self.execution_backend or settings.execution_backend,
+             [(k, str(v)) for k, v in self.pass_configs], self.compile_flags],
+            default=str,
+        )

@@ -1,0 +1,56 @@
+"""Load tilelang once, with tilebench's environment in place (cache dir, quiet, CUDA_HOME)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from pathlib import Path
+from types import ModuleType
+
+from tilebench.settings import settings
+
+
+def tilelang_cache_dir() -> Path:
+    return settings.cache_dir / "tilelang"
+
+
+def prepare_environment() -> None:
+    """Point tilelang at tilebench's cache and quiet its per-compile INFO lines.
+
+    Safe to call many times; tilelang reads these variables when it compiles.
+    """
+    cache = tilelang_cache_dir()
+    cache.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(settings.cache_dir, 0o700)
+    os.environ["TILELANG_CACHE_DIR"] = str(cache)
+    os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
+    if "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ:
+        # /usr/local/bin/nvcc may be a wrapper script, from which tilelang guesses CUDA_HOME=/usr/local.
+        for candidate in ("/usr/local/cuda", os.path.dirname(os.path.dirname(shutil.which("nvcc") or ""))):
+            if candidate and os.path.exists(os.path.join(candidate, "include", "cuda.h")):
+                os.environ["CUDA_HOME"] = candidate
+                break
+
+
+@functools.cache
+def tilelang() -> ModuleType:
+    """Import tilelang (seconds, hundreds of MB) on first use."""
+    prepare_environment()
+    import tilelang as tl
+
+    return tl
+
+
+@functools.cache
+def cuda_capability() -> tuple[int, int] | None:
+    """The first CUDA device's compute capability, or None when no GPU is usable."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_capability(0)
+
+
+def has_gpu() -> bool:
+    return cuda_capability() is not None

@@ -1,0 +1,27 @@
+"""Time a launched kernel on the GPU (CUDA events through tilelang's profiler)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tilebench.compiler.runtime import has_gpu, tilelang
+
+
+class NoDeviceError(RuntimeError):
+    """The work needs a CUDA device and this machine has none (compile-only)."""
+
+
+def require_gpu(what: str) -> None:
+    if not has_gpu():
+        raise NoDeviceError(f"{what} needs a CUDA device; this machine has none (compile-only mode: "
+                            "compiling, TIR, CUDA source and layouts still work)")
+
+
+def time_call(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, backend: str = "event") -> float:
+    """Median milliseconds per call; warmup and rep are milliseconds, as in triton's do_bench."""
+    require_gpu("timing a kernel")
+    tilelang()
+    from tilelang.profiler import do_bench
+
+    return float(do_bench(fn, warmup=warmup, rep=rep, backend=backend, return_mode="median"))

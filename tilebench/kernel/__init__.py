@@ -1,0 +1,1 @@
+"""The JIT front: kernel objects, dispatch, placeholders and the kernel cache."""

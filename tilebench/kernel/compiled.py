@@ -1,0 +1,121 @@
+"""A compiled kernel: call it, read what the compiler made of it, time it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilebench.compiler.build import Build
+from tilebench.compiler.launch import fast_call, generic_call
+from tilebench.compiler.runtime import has_gpu
+from tilebench.compiler.timing import NoDeviceError, time_call
+from tilebench.kernel.validate import diagnose
+
+
+class Kernel:
+    """One compiled kernel. `kernel(*inputs)` launches it and returns its outputs.
+
+    The call path is generated per kernel (see compiler/launch.py); arguments are checked by
+    the executable in C, and only a refused call is examined again here to name the culprit.
+    """
+
+    def __init__(self, build: Build, name: str | None = None) -> None:
+        self.build = build
+        self.name = name or build.name
+        self.specs = build.specs
+        self._artifacts: Any = None
+
+    @staticmethod
+    def from_build(build: Build, name: str | None = None) -> Kernel:
+        if build.device_kind == "cuda" and not has_gpu():
+            call = Kernel._compile_only_call
+        else:
+            call = fast_call(build.jit_kernel, build.specs) or generic_call(build.jit_kernel)
+        cls = type("Kernel", (Kernel,), {"__call__": call, "__module__": __name__, "__qualname__": "Kernel"})
+        return cls(build, name)
+
+    def __call__(self, *args: Any) -> Any:  # replaced per instance class by from_build
+        raise NotImplementedError
+
+    def _compile_only_call(self, *args: Any) -> Any:
+        problem = diagnose(self.name, self.specs, args, self.build.device_kind)
+        if problem is not None:
+            raise problem
+        raise NoDeviceError(f"{self.name}: compile-only, no CUDA device here. The kernel was compiled for "
+                            f"{self.build.target_text}; its TIR, CUDA source and layouts are available, "
+                            "but running it needs a GPU")
+
+    def _launch_failed(self, args: tuple, error: BaseException) -> BaseException:
+        return diagnose(self.name, self.specs, args, self.build.device_kind) or error
+
+    # --- what the compiler made -------------------------------------------------------------
+
+    @property
+    def target(self) -> str:
+        return self.build.target_text
+
+    @property
+    def params(self) -> list[str]:
+        return [s.describe() + (" (output)" if s.is_output else "") for s in self.specs]
+
+    @property
+    def tir(self) -> str:
+        return self.build.prim_func.script()
+
+    @property
+    def cuda_source(self) -> str:
+        return self.build.jit_kernel.get_kernel_source()
+
+    source = cuda_source
+
+    @property
+    def host_source(self) -> str:
+        return self.build.jit_kernel.get_host_source()
+
+    @property
+    def prim_func(self) -> Any:
+        return self.build.prim_func
+
+    @property
+    def jit_kernel(self) -> Any:
+        """tilelang's JITKernel, for anything tilebench does not wrap."""
+        return self.build.jit_kernel
+
+    def artifacts(self) -> Any:
+        """TIR, lowered TIR, CUDA, PTX, SASS, resources and layouts (collected once, on first use)."""
+        if self._artifacts is None:
+            from tilebench.compiler.artifacts import collect_artifacts
+
+            self._artifacts = collect_artifacts(self.build.jit_kernel, self.build.prim_func)
+        return self._artifacts
+
+    def bench(self, *args: Any, warmup: float = 25, rep: float = 100, backend: str = "event") -> float:
+        """Median milliseconds of one launch with these inputs (CUDA events)."""
+        self(*args)  # surfaces argument errors before timing
+        return time_call(lambda: self(*args), warmup=warmup, rep=rep, backend=backend)
+
+    def __repr__(self) -> str:
+        params = ", ".join(self.params)
+        return f"<tilebench.Kernel {self.name} [{self.target}] ({params})>"
+
+
+class PartialKernel:
+    """A kernel elaborated for fixed arguments but not compiled (seed 001's JITFunc).
+
+    `const_args` is its cache key: shapes, strides, dtypes and every compile-time parameter.
+    """
+
+    def __init__(self, name: str, const_args: tuple, prim_func: Any, compile_fn: Any, target: str) -> None:
+        self.name = name
+        self.const_args = const_args
+        self.prim_func = prim_func
+        self.target = target
+        self._compile_fn = compile_fn
+
+    def compile(self) -> Kernel:
+        return self._compile_fn()
+
+    def __repr__(self) -> str:
+        script = self.prim_func.script()
+        head = "\n".join(script.splitlines()[:12])
+        return (f"PartialKernel(\n  name={self.name!r},\n  target={self.target!r},\n"
+                f"  const_args={self.const_args!r},\n  prim_func=r'''{head}\n  ...''',\n)")

@@ -1,0 +1,286 @@
+"""`tb.jit`: the kernel front. Lazy factories, eager kernels and plain PrimFuncs behind one object.
+
+Dispatch is a generated binder plus dict lookups; everything slow (elaboration, compiling,
+building readers) sits behind a cache miss.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from tilebench.compiler.build import Build, CompileError, compile_primfunc, is_prim_func
+from tilebench.compiler.options import CompileOptions
+from tilebench.compiler.targets import describe_target, resolve_target
+from tilebench.compiler.timing import time_call
+from tilebench.kernel.binder import freeze_key, make_binder, make_shape_reader
+from tilebench.kernel.compiled import Kernel, PartialKernel
+from tilebench.kernel.placeholders import is_placeholder
+
+_LIVE: weakref.WeakSet[JIT] = weakref.WeakSet()
+_MISS = object()
+
+
+class JIT:
+    """A TileLang kernel function under tilebench's JIT.
+
+    - lazy style (the function returns a PrimFunc): `f(1024, 1024)` returns a compiled `Kernel`;
+    - eager style (T.const / T.Tensor annotations in the body, T.empty outputs): `f(A, B)` runs it;
+    - a plain `@T.prim_func`: `f(A, B, C)` runs it.
+    """
+
+    def __init__(self, func: Any, options: CompileOptions) -> None:
+        self.options = options
+        self.__name__ = getattr(func, "__name__", None) or _prim_func_name(func)
+        self.__doc__ = getattr(func, "__doc__", None)
+        self._prim_func = func if is_prim_func(func) else None
+        self._elaborator: Any = None
+        self._func = func
+        self._mode: str | None = "prim_func" if self._prim_func is not None else None
+        self._binder: Callable | None = None
+        self._runtime_names: tuple[str, ...] = ()
+        # eager: compile-time values -> (shape reader, {T.const values -> Kernel})
+        self._templates: dict[tuple, tuple[Callable, dict]] = {}
+        self._by_key: dict[Any, Kernel] = {}  # tilelang's template key (or call form) -> Kernel
+        self._last_call: tuple = (_MISS, _MISS, None)
+        _LIVE.add(self)
+
+    # --- elaboration --------------------------------------------------------------------------
+
+    @property
+    def elaborator(self) -> Any:
+        if self._elaborator is None:
+            from tilebench.compiler.frontend import Elaborator
+
+            self._elaborator = Elaborator(self._func)
+            self._runtime_names = self._elaborator.tensor_names
+            self._binder = make_binder(self.__name__, self._elaborator.signature, self._runtime_names)
+        return self._elaborator
+
+    def _ensure_mode(self, args: tuple, kwargs: dict) -> str:
+        if self._mode is None:
+            self._mode = self.elaborator.infer_mode(args, kwargs)
+            if self._mode == "eager" and self.options.out_idx is not None:
+                raise ValueError(f"{self.__name__}: out_idx is for lazy kernels (functions returning a PrimFunc); "
+                                 "an eager kernel declares its outputs with T.empty()")
+        return self._mode
+
+    def get_tir(self, *args: Any, **kwargs: Any) -> Any:
+        """The PrimFunc (TIR before lowering) for these arguments; tensors may be placeholders."""
+        if self._prim_func is not None:
+            return self._prim_func
+        self._ensure_mode(args, kwargs)
+        target = resolve_target(self.options.target_dict_or_str())
+        return self.elaborator.get_tir(target, args, kwargs)
+
+    def _build(self, prim_func: Any) -> Kernel:
+        return Kernel.from_build(compile_primfunc(prim_func, self.options), self.__name__)
+
+    # --- calls ----------------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        mode = self._mode
+        if mode == "eager":
+            try:
+                compile_values, runtime = self._binder(*args, **kwargs)
+                reader, kernels = self._templates[compile_values]
+                kernel = kernels[reader(*runtime)]
+            except (KeyError, TypeError, AttributeError, IndexError):
+                kernel, runtime = self._resolve_eager(args, kwargs)
+            return kernel(*runtime)
+        if mode == "lazy":
+            last_args, last_kwargs, kernel = self._last_call
+            try:
+                if args == last_args and kwargs == last_kwargs:
+                    return kernel
+            except (TypeError, RuntimeError):  # tensors among the arguments
+                pass
+            return self._resolve_lazy(args, kwargs)
+        if mode == "prim_func":
+            return self.compile()(*args, **kwargs)
+        self._ensure_mode(args, kwargs)
+        return self(*args, **kwargs)
+
+    def _resolve_lazy(self, args: tuple, kwargs: dict) -> Kernel:
+        try:
+            key = (args, tuple(sorted(kwargs.items())))
+            kernel = self._by_key.get(key)
+        except TypeError:  # unhashable arguments: freeze them
+            key = freeze_key([args, sorted(kwargs.items(), key=repr)])
+            kernel = self._by_key.get(key)
+        if kernel is None:
+            kernel = self._by_key[key] = self._build(self.get_tir(*args, **kwargs))
+        self._last_call = (args, kwargs, kernel)
+        return kernel
+
+    def _resolve_eager(self, args: tuple, kwargs: dict) -> tuple[Kernel, tuple]:
+        """The slow path: bind (raising on bad calls), elaborate, compile, and remember readers."""
+        elaborator = self.elaborator
+        self._ensure_mode(args, kwargs)
+        if self._binder is None:  # a signature the binder cannot mirror: tilelang binds every call
+            key, runtime_args = elaborator.template_key(args, kwargs)
+            kernel = self._by_key.get(key) or self._compile_key(key, args, kwargs)
+            return kernel, tuple(runtime_args.values())
+        compile_values, runtime = self._binder(*args, **kwargs)
+        key, _ = elaborator.template_key(args, kwargs)
+        kernel = self._by_key.get(key) or self._compile_key(key, args, kwargs)
+        readers = elaborator.shape_readers(args, kwargs)
+        if readers is not None and not any(is_placeholder(v) for v in runtime):
+            try:
+                hash(compile_values)
+            except TypeError:
+                return kernel, runtime
+            reader = make_shape_reader(self._runtime_names, readers)
+            entry = self._templates.setdefault(compile_values, (reader, {}))
+            entry[1][reader(*runtime)] = kernel
+        return kernel, runtime
+
+    def _compile_key(self, key: Any, args: tuple, kwargs: dict) -> Kernel:
+        kernel = self._by_key[key] = self._build(self.get_tir(*args, **kwargs))
+        return kernel
+
+    # --- the seeds' methods -----------------------------------------------------------------------
+
+    def compile(self, *args: Any, **kwargs: Any) -> Kernel:
+        """Elaborate and compile for these arguments (tensors or placeholders); return the Kernel."""
+        if self._prim_func is not None:
+            kernel = self._by_key.get(None)
+            if kernel is None:
+                kernel = self._by_key[None] = self._build(self._prim_func)
+            return kernel
+        mode = self._ensure_mode(args, kwargs)
+        if mode == "lazy":
+            return self._resolve_lazy(args, kwargs)
+        return self._resolve_eager(args, kwargs)[0]
+
+    def parse_cache_key(self, *args: Any, **kwargs: Any) -> tuple:
+        """The key a call with these arguments is cached under: compile-time values + T.const dims."""
+        if self._mode == "eager" and self._binder is not None:
+            compile_values, runtime = self._binder(*args, **kwargs)
+            entry = self._templates.get(compile_values)
+            if entry is not None:
+                return compile_values + entry[0](*runtime)
+        self._ensure_mode(args, kwargs)
+        if self._mode == "eager":
+            p1, p2 = self.elaborator.template_key(args, kwargs)[0]
+            return tuple(p1) + tuple(p2 or ())
+        return freeze_key([*args, *sorted(kwargs.items())])
+
+    def partial(self, *args: Any, **kwargs: Any) -> PartialKernel:
+        """Elaborate without compiling: a PartialKernel whose `const_args` is the cache key."""
+        prim_func = self.get_tir(*args, **kwargs)
+        target = describe_target(resolve_target(self.options.target_dict_or_str()))
+        return PartialKernel(self.__name__, self.parse_cache_key(*args, **kwargs), prim_func,
+                             lambda: self.compile(*args, **kwargs), target)
+
+    def par_compile(self, configs: Iterable[dict | tuple], num_workers: int | None = None,
+                    ignore_error: bool = False, timeout: float = 600) -> list[Kernel | None]:
+        """Compile many configs in worker processes; a failed one is None with ignore_error, else raises."""
+        from tilebench.compiler.parallel import compile_all
+
+        calls = [_as_call(config, index) for index, config in enumerate(configs)]
+        prim_funcs = [self.get_tir(*a, **k) for a, k in calls]
+        builds = compile_all(prim_funcs, self.options, num_workers=num_workers, timeout=timeout)
+        kernels: list[Kernel | None] = []
+        for (call_args, call_kwargs), outcome in zip(calls, builds):
+            if isinstance(outcome, CompileError):
+                if not ignore_error:
+                    raise outcome
+                kernels.append(None)
+                continue
+            kernel = Kernel.from_build(outcome, self.__name__)
+            kernels.append(self._remember(call_args, call_kwargs, kernel))
+        return kernels
+
+    def _remember(self, args: tuple, kwargs: dict, kernel: Kernel) -> Kernel:
+        """Put a kernel compiled elsewhere (a worker) into the dispatch caches."""
+        if self._mode == "lazy":
+            try:
+                self._by_key.setdefault((args, tuple(sorted(kwargs.items()))), kernel)
+            except TypeError:
+                pass
+            return kernel
+        key, _ = self.elaborator.template_key(args, kwargs)
+        return self._by_key.setdefault(key, kernel)
+
+    def bench(self, *args: Any, warmup: float = 25, rep: float = 100, backend: str = "event",
+              **kwargs: Any) -> float:
+        """Median milliseconds of one launch for this call (compiled first if needed)."""
+        if self._ensure_mode(args, kwargs) == "lazy":
+            raise TypeError(f"{self.__name__} is a lazy kernel factory: compile it, then time the kernel with "
+                            "kernel.bench(*tensors)")
+        self(*args, **kwargs)
+        return time_call(lambda: self(*args, **kwargs), warmup=warmup, rep=rep, backend=backend)
+
+    def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
+        return self.compile(*args, **kwargs).cuda_source
+
+    def cache_clear(self) -> None:
+        self._templates.clear()
+        self._by_key.clear()
+        self._last_call = (_MISS, _MISS, None)
+
+    @property
+    def cached_kernels(self) -> int:
+        return len({id(k) for k in self._by_key.values()})
+
+    def __repr__(self) -> str:
+        return f"<tilebench.jit {self.__name__} mode={self._mode or 'unknown yet'}>"
+
+
+def _prim_func_name(func: Any) -> str:
+    from tilebench.compiler.build import kernel_name
+
+    return kernel_name(func) if is_prim_func(func) else "kernel"
+
+
+def _as_call(config: Any, index: int) -> tuple[tuple, dict]:
+    if isinstance(config, dict):
+        return (), dict(config)
+    if isinstance(config, (tuple, list)):
+        return tuple(config), {}
+    raise TypeError(f"config {index} must be a dict (keyword call) or a tuple (positional call), "
+                    f"got {type(config).__name__}")
+
+
+def jit(func: Any = None, *, out_idx: int | list[int] | None = None, target: Any = None,
+        target_host: Any = None, execution_backend: str | None = None, verbose: bool | None = None,
+        pass_configs: dict[str, Any] | None = None, debug_root_path: str | None = None,
+        compile_flags: str | list[str] | None = None) -> Any:
+    """Decorate a TileLang kernel function (lazy or eager style) or wrap a PrimFunc.
+
+    Options are tilelang.jit's. `target` defaults to TILELANG_TARGET, else this machine's GPU,
+    else compile-only for TILEBENCH_DEFAULT_ARCH (sm_90a).
+    """
+    options = CompileOptions.create(out_idx=out_idx, target=target, target_host=target_host,
+                                    execution_backend=execution_backend, verbose=verbose,
+                                    pass_configs=pass_configs, compile_flags=compile_flags,
+                                    debug_root_path=debug_root_path)
+    if target is not None:
+        resolve_target(target)  # an invalid target fails here, at decoration
+
+    def decorate(function: Any) -> JIT:
+        if not (callable(function) or is_prim_func(function)):
+            raise TypeError(f"tb.jit decorates a function or a PrimFunc, not {type(function).__name__}")
+        return JIT(function, options)
+
+    return decorate(func) if func is not None else decorate
+
+
+def compile(func: Any, *, out_idx: int | list[int] | None = None, target: Any = None, **options: Any) -> Kernel:
+    """Compile a PrimFunc or a PartialKernel now and return the Kernel."""
+    if isinstance(func, PartialKernel):
+        return func.compile()
+    if not is_prim_func(func):
+        raise TypeError(f"tb.compile takes a PrimFunc or a PartialKernel (kernel.partial(...)), "
+                        f"not {type(func).__name__}")
+    opts = CompileOptions.create(out_idx=out_idx, target=target, **options)
+    return Kernel.from_build(compile_primfunc(func, opts))
+
+
+def live_jits() -> list[JIT]:
+    return list(_LIVE)
+
+
+__all__ = ["JIT", "Build", "compile", "jit", "live_jits"]
