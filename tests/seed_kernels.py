@@ -216,7 +216,7 @@ def flashattn_fwd(Q, K, V, is_causal: bool = False, block_M: int = 128, block_N:
     Output = T.empty((batch, seq_len, heads, dim_v), T.float16)
     accum_dtype = T.float32
     dtype = T.float16
-    scale = (1.0 / dim_qk) ** 0.5 * 1.44269504  # log2(e)
+    scale = 1.44269504 / T.sqrt(T.cast(dim_qk, accum_dtype))  # log2(e) / sqrt(d)
     with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
         Q_shared = T.alloc_shared([block_M, dim_qk], dtype)
         K_shared = T.alloc_shared([block_N, dim_qk], dtype)

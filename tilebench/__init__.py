@@ -25,7 +25,7 @@ _LAZY = {
     "NoDeviceError": "tilebench.compiler.timing",
     "TargetError": "tilebench.compiler.targets",
     "resolve_target": "tilebench.compiler.targets",
-    "settings": "tilebench.settings",
+    "settings": "tilebench.config",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tilebench.compiler.options import CompileOptions
-from tilebench.compiler.runtime import tilelang
+from tilebench.compiler.runtime import prepare_environment, tilelang
 from tilebench.compiler.schema import ParamSpec, param_specs
 from tilebench.compiler.targets import TargetSpec, describe_target, resolve_target, target_kind
 
@@ -56,7 +56,7 @@ def summarize_error(text: str, limit: int = 12) -> str:
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
     keep = [ln for ln in lines if any(w in ln for w in ("rror", "Check failed", "error:", "Invalid", "No valid"))]
     keep = keep or lines[-limit:]
-    return "\n".join(dict.fromkeys(keep[-limit:]))
+    return "\n".join(dict.fromkeys(ln if len(ln) < 400 else ln[:400] + " ..." for ln in keep[-limit:]))
 
 
 def is_prim_func(value: Any) -> bool:
@@ -66,6 +66,7 @@ def is_prim_func(value: Any) -> bool:
 def compile_primfunc(prim_func: Any, options: CompileOptions) -> Build:
     """Compile through tilelang's kernel cache; raise CompileError with the compiler's own words."""
     tl = tilelang()
+    prepare_environment()  # the cache folder follows settings changes made after the first import
     target = resolve_target(options.target_dict_or_str())
     name = kernel_name(prim_func)
     start = time.perf_counter()

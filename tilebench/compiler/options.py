@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 from typing import Any
 
-from tilebench.settings import settings
+from tilebench.config import settings
 
 BACKENDS = ("auto", "tvm_ffi", "cython", "nvrtc", "torch", "cutedsl")
 
 
+def _config_name(key: Any) -> str:
+    return str(key.value) if isinstance(key, enum.Enum) else str(key)
+
+
 def _freeze(value: Any) -> Any:
     if isinstance(value, dict):
-        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+        return tuple(sorted((_config_name(k), _freeze(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
     return value

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from types import ModuleType
 
-from tilebench.settings import settings
+from tilebench.config import settings
 
 
 def tilelang_cache_dir() -> Path:

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from tilebench.compiler.runtime import cuda_capability
-from tilebench.settings import settings
+from tilebench.config import settings
 
 TargetSpec = str | dict[str, Any]
 

@@ -1,0 +1,328 @@
+"""Compile TileLang PrimFuncs in parallel in warm, crash-isolated worker processes.
+
+Each worker is a spawn-started process that imports tilelang once and compiles jobs into tilelang's disk
+cache. Only plain data comes back (status, readable message, seconds). The caller then calls
+``tilelang.compile`` with the same PrimFunc and kwargs, which is a disk-cache hit (milliseconds).
+
+A PrimFunc travels as ``tvm.ir.save_json``: ``load_json`` gives back the same ``script(show_meta=True)``
+text, which is what tilelang's kernel-cache key hashes, and keeps the attrs that eager ``@tilelang.jit``
+functions set (``tilelang_out_idx``, ``tilelang_pass_configs``, ``tilelang_compile_flags``). ``script()`` plus
+``tvm.script.from_source`` does not parse tilelang's TIR (``T.launch_thread_idx``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import dataclasses
+import multiprocessing
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from multiprocessing.connection import Connection, wait
+from typing import TYPE_CHECKING, Any, Literal
+
+from tilebench.compiler.options import CompileOptions
+from tilebench.compiler.runtime import prepare_environment
+from tilebench.compiler.targets import TargetSpec, resolve_target
+
+if TYPE_CHECKING:
+    from tvm.tirx import PrimFunc
+
+Status = Literal["ok", "compile_error", "timeout", "crash"]
+
+_START_TIMEOUT = 300.0  # a fresh worker imports tilelang (3-7 s); not counted against a compile's timeout
+_FRAME = re.compile(r'^\s*(Traceback \(most recent call last\)|File ".*", line \d+)')
+_HEAD_LINES, _TAIL_LINES = 14, 6
+
+
+@dataclasses.dataclass
+class CompileRequest:
+    """One compile job: a PrimFunc as TVM JSON and the kwargs for ``tilelang.compile`` (target resolved)."""
+
+    tir_json: str
+    kwargs: dict[str, Any]
+    label: str = ""
+
+    @classmethod
+    def from_func(cls, func: PrimFunc, kwargs: dict[str, Any], label: str = "") -> CompileRequest:
+        import tvm
+
+        name = func.attrs["global_symbol"] if func.attrs and "global_symbol" in func.attrs else "kernel"
+        return cls(tvm.ir.save_json(func), dict(kwargs), label or str(name))
+
+    def __call__(self) -> tuple[Status, str]:
+        """Compile in this process, into tilelang's disk cache. Errors come back as text, never raised."""
+        from tilebench.compiler.runtime import tilelang
+
+        tl = tilelang()
+        import tvm
+
+        try:
+            tl.compile(tvm.ir.load_json(self.tir_json), **self.kwargs)
+        except Exception as exc:  # any compiler failure is data for the caller
+            return "compile_error", readable_error(exc)
+        return "ok", ""
+
+
+_Pending = deque[tuple[int, CompileRequest]]  # (index in the caller's list, request)
+
+
+@dataclasses.dataclass
+class CompileOutcome:
+    """What happened to request number ``index``; ``message`` holds the compiler's error text."""
+
+    status: Status
+    message: str
+    seconds: float
+    index: int
+    label: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def readable_error(exc: BaseException) -> str:
+    """The meaningful lines of a compiler error: no stack frames, no dump of the generated CUDA source."""
+    text = str(exc)
+    _, marker, tail = text.rpartition("Compilation error:")  # tilelang's nvcc errors start with the whole .cu
+    if marker:
+        text = marker + tail
+    lines = [line.rstrip() for line in text.splitlines() if line.strip() and not _FRAME.match(line)]
+    if len(lines) > _HEAD_LINES + _TAIL_LINES:
+        lines = [*lines[:_HEAD_LINES], "...", *lines[-_TAIL_LINES:]]
+    return "\n".join([f"{type(exc).__name__}: {lines[0]}", *lines[1:]]) if lines else type(exc).__name__
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    if sys.platform.startswith("linux"):
+        # PR_SET_PDEATHSIG fires when the *thread* that started us exits; the pool respawns such workers.
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _worker_main(conn: Connection, parent_pid: int, cache_dir: str) -> None:
+    """Loop of a worker process: receive a CompileRequest, send (status, message, seconds)."""
+    os.setsid()  # own process group, so a timeout can kill nvcc and other grandchildren with it
+    _die_with_parent(parent_pid)
+    from tilebench.compiler.runtime import tilelang
+
+    tilelang()
+    os.environ["TILELANG_CACHE_DIR"] = cache_dir  # the parent's, even if its settings changed after spawn
+    conn.send("ready")
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:  # the pool closed the pipe
+            return
+        start = time.perf_counter()
+        status, message = request()
+        conn.send((status, message, time.perf_counter() - start))
+
+
+def _exit_reason(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        return f"compile worker was killed by {signal.Signals(-exitcode).name}"
+    return f"compile worker exited with code {exitcode}"
+
+
+class _Worker:
+    """One worker process, its pipe, and the job it runs (if any)."""
+
+    def __init__(self, ctx: Any, cache_dir: str) -> None:
+        self.conn, child_conn = ctx.Pipe()
+        args = (child_conn, os.getpid(), cache_dir)
+        self.process = ctx.Process(target=_worker_main, args=args, daemon=True, name="tilebench-compile")
+        self.process.start()
+        child_conn.close()
+        self.ready = False
+        self.job: tuple[int, str] | None = None  # (index, label)
+        self.started = time.monotonic()
+        self.deadline = self.started + _START_TIMEOUT
+
+    def send(self, index: int, request: CompileRequest, timeout: float) -> None:
+        self.conn.send(request)
+        self.job = (index, request.label)
+        self.started = time.monotonic()
+        self.deadline = self.started + timeout
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # pgid == pid after setsid
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()  # in case it died or was killed before setsid
+        self.process.join(5)
+        self.conn.close()
+
+
+def _available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class CompilePool:
+    """Warm worker processes that compile CompileRequests in parallel; workers start on first use."""
+
+    def __init__(self, num_workers: int | None = None, timeout: float = 300) -> None:
+        self.num_workers = num_workers or _available_cores()
+        self.timeout = timeout
+        self._ctx = multiprocessing.get_context("spawn")
+        self._workers: list[_Worker] = []
+        self._cache_dir = ""
+        self._lock = threading.Lock()
+        self._owner: int | None = None
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the worker processes now running."""
+        return [w.process.pid for w in self._workers if w.process.is_alive()]
+
+    def submit_many(
+        self, requests: Iterable[CompileRequest], timeout: float | None = None
+    ) -> Iterator[CompileOutcome]:
+        """Compile all requests, yielding each outcome as it finishes (in completion order)."""
+        if self._owner == threading.get_ident():
+            raise RuntimeError("CompilePool.submit_many was called again while this thread iterates over it")
+        limit = self.timeout if timeout is None else timeout
+        pending = deque(enumerate(requests))
+        with self._lock:
+            self._owner = threading.get_ident()
+            try:
+                self._follow_cache_dir()
+                while pending or any(w.job for w in self._workers):
+                    self._dispatch(pending, limit)
+                    yield from self._collect(pending)
+            finally:
+                self._owner = None
+                for worker in [w for w in self._workers if w.job]:  # abandoned mid-compile: results are stale
+                    self._retire(worker)
+
+    def close(self) -> None:
+        """Stop every worker (a later submit starts fresh ones)."""
+        for worker in list(self._workers):
+            self._retire(worker)
+
+    def __enter__(self) -> CompilePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _follow_cache_dir(self) -> None:
+        prepare_environment()
+        if os.environ["TILELANG_CACHE_DIR"] != self._cache_dir:
+            self.close()
+            self._cache_dir = os.environ["TILELANG_CACHE_DIR"]
+
+    def _dispatch(self, pending: _Pending, limit: float) -> None:
+        wanted = min(self.num_workers, len(pending) + sum(1 for w in self._workers if w.job))
+        while len(self._workers) < wanted:
+            self._workers.append(_Worker(self._ctx, self._cache_dir))
+        for worker in [w for w in self._workers if w.ready and not w.job]:
+            if not pending:
+                break
+            if not worker.process.is_alive():  # died while idle
+                self._retire(worker)
+                continue
+            index, request = pending.popleft()
+            try:
+                worker.send(index, request, limit)
+            except (BrokenPipeError, ConnectionError):
+                pending.appendleft((index, request))
+                self._retire(worker)
+
+    def _collect(self, pending: _Pending) -> Iterator[CompileOutcome]:
+        active = [w for w in self._workers if w.job or not w.ready]
+        if not active:
+            return
+        wait_s = max(0.0, min(w.deadline for w in active) - time.monotonic())
+        ready = set(wait([h for w in active for h in (w.conn, w.process.sentinel)], timeout=wait_s))
+        now = time.monotonic()
+        for worker in active:
+            if worker.conn in ready or worker.process.sentinel in ready:
+                try:
+                    reply = worker.conn.recv()
+                except (EOFError, OSError):
+                    reply = None
+                if reply == "ready":
+                    worker.ready = True
+                elif reply is not None and worker.job:
+                    (index, label), worker.job = worker.job, None
+                    status, message, seconds = reply
+                    yield CompileOutcome(status, message, seconds, index, label)
+                else:
+                    yield from self._fail(worker, pending, "crash", _exit_reason(worker.process.exitcode))
+            elif now >= worker.deadline:
+                took = f"{worker.deadline - worker.started:g} s"
+                message = f"compile took longer than {took}" if worker.job else f"no start within {took}"
+                yield from self._fail(worker, pending, "timeout", f"{message}; worker killed")
+
+    def _fail(
+        self, worker: _Worker, pending: _Pending, status: Status, message: str
+    ) -> Iterator[CompileOutcome]:
+        self._retire(worker)
+        if worker.job:
+            index, label = worker.job
+            yield CompileOutcome(status, message, time.monotonic() - worker.started, index, label)
+        elif pending:  # it never became ready: charge one waiting job, so a broken setup cannot loop forever
+            index, request = pending.popleft()
+            yield CompileOutcome("crash", f"worker failed to start: {message}", 0.0, index, request.label)
+
+    def _retire(self, worker: _Worker) -> None:
+        worker.kill()
+        self._workers.remove(worker)
+
+
+_shared: CompilePool | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_pool() -> CompilePool:
+    """The process-wide pool (one worker per available core), closed at interpreter exit."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = CompilePool()
+            atexit.register(_shared.close)
+        return _shared
+
+
+def compile_in_pool(
+    funcs: list[PrimFunc],
+    options: CompileOptions,
+    target: TargetSpec | None = None,
+    num_workers: int | None = None,
+    timeout: float | None = None,
+    on_outcome: Callable[[CompileOutcome], None] | None = None,
+    pool: CompilePool | None = None,
+) -> list[CompileOutcome]:
+    """Compile funcs into tilelang's disk cache in worker processes; outcomes come back in input order.
+
+    Load each ok one with ``tilelang.compile(func, **options.tilelang_kwargs(target))``: a disk-cache hit.
+    Uses ``pool``, else the shared pool, else (when num_workers differs from it) a pool for this call only.
+    """
+    resolved = resolve_target(target if target is not None else options.target_dict_or_str())
+    kwargs = options.tilelang_kwargs(resolved)
+    requests = [CompileRequest.from_func(func, kwargs) for func in funcs]
+    if pool is None and num_workers in (None, shared_pool().num_workers):
+        pool = shared_pool()
+    own = pool is None
+    pool = pool or CompilePool(num_workers)
+    outcomes: list[CompileOutcome | None] = [None] * len(requests)
+    try:
+        for outcome in pool.submit_many(requests, timeout=timeout):
+            outcomes[outcome.index] = outcome
+            if on_outcome is not None:
+                on_outcome(outcome)
+    finally:
+        if own:
+            pool.close()
+    assert all(o is not None for o in outcomes), "the pool answers every request once"
+    return outcomes  # type: ignore[return-value]
