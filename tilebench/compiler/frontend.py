@@ -43,6 +43,16 @@ class Elaborator:
         """tilelang's (phase-1, phase-2) key and the runtime (tensor and scalar) arguments."""
         return self.jit_func.parse_args(*args, **kwargs)
 
+    def unknown_keywords(self, args: tuple, kwargs: dict) -> list[str]:
+        """Keyword arguments that are neither parameters nor T.const symbols of the call's template."""
+        extra = [name for name in kwargs if name not in self.signature.parameters]
+        if not extra:
+            return []
+        bound = self.jit_func._argument_binder.bind(args, kwargs)
+        template = self.jit_func.p1_cache.get(bound.p1_key)
+        symbols = {entry[3] for entry in (template.matcher or {}).values()} if template else set()
+        return [name for name in extra if name not in symbols]
+
     def shape_readers(self, args: tuple, kwargs: dict) -> list[tuple[str, str, int]] | None:
         """For each T.const symbol of the call's template: (argument, "shape"|"stride", axis).
 

@@ -124,6 +124,10 @@ class JIT:
             return kernel, tuple(runtime_args.values())
         compile_values, runtime = self._binder(*args, **kwargs)
         key, _ = elaborator.template_key(args, kwargs)
+        unknown = elaborator.unknown_keywords(args, kwargs)
+        if unknown:
+            raise TypeError(f"{self.__name__}() got an unexpected keyword argument {unknown[0]!r}: "
+                            f"it is neither a parameter nor a T.const symbol of the kernel")
         kernel = self._by_key.get(key) or self._compile_key(key, args, kwargs)
         readers = elaborator.shape_readers(args, kwargs)
         if readers is not None and not any(is_placeholder(v) for v in runtime):

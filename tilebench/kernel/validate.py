@@ -58,6 +58,10 @@ class _Checker:
         problem = self.strides(spec, value)
         if problem:
             return ValueError(f"{where} {problem}")
+        return None
+
+    def placement(self, spec: ParamSpec, position: int, value: Any) -> Exception | None:
+        where = self.where(spec, position)
         if self.device_kind == "cuda" and value.device.type != "cuda":
             return ValueError(f"{where} is on {value.device}, but the kernel runs on CUDA; move it with .cuda()")
         if self.device is None:
@@ -117,6 +121,11 @@ def diagnose(kernel: str, specs: Sequence[ParamSpec], args: Sequence[Any], devic
     for position, (spec, value) in enumerate(zip(inputs, args)):
         check = checker.tensor if spec.kind == "tensor" else checker.scalar
         problem = check(spec, position, value)
+        if problem is not None:
+            return problem
+    # Devices last: on a machine without a GPU every tensor is on the CPU, and the other checks say more.
+    for position, (spec, value) in enumerate(zip(inputs, args)):
+        problem = checker.placement(spec, position, value) if spec.kind == "tensor" else None
         if problem is not None:
             return problem
     return None

@@ -1,0 +1,575 @@
+"""Everything a compiled kernel can show without running it: IR, sources, PTX/SASS, resources, layouts.
+
+``collect_artifacts`` turns a tilelang ``JITKernel`` into a plain ``KernelArtifacts`` dataclass.
+Each step is timed (``timings``, seconds) and may fail on its own: a failed step leaves its field
+None and says why in ``errors``; nothing here raises for a missing tool or GPU.
+
+Where the pieces come from (tilelang 0.1.15, tvm_ffi backend):
+
+- ``tir``: ``prim_func.script()``; ``device_tir``: the lowered device module (``artifact.device_mod``;
+  a kernel loaded from tilelang's disk cache has no artifact, so we lower the PrimFunc again).
+- ``cuda_source`` / ``host_source``: the kernel's generated sources.
+- cubin: the raw ELF embedded in the kernel's library (``adapter.libpath``). From it we read registers
+  and stack frame (``.nv.info``), static shared memory (``.nv.shared.<kernel>``), and the PTX that
+  nvcc keeps in ``.nv_debug_ptx_txt`` because tilelang compiles with ``-lineinfo`` (``ptx_origin``
+  "cubin": the exact PTX that was assembled, without ``.loc`` lines or indentation).
+- ``ptxas -v`` on that PTX (about 0.1-0.3 s) gives spill bytes, and registers/smem again.
+- ``sass``: ``nvdisasm`` or ``cuobjdump --dump-sass`` on the cubin, when either tool is installed.
+- ``layouts``: :mod:`tilebench.compiler.layouts`.
+
+When the cubin (hence PTX) cannot be had, ``KernelArtifacts.ensure_ptx()`` compiles the CUDA source
+to PTX with nvcc (about 3 s for a GEMM) and fills the ptxas figures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilebench.compiler.layouts import BufferLayout, describe_layout_map, layout_map_of, lower_capturing_layouts
+from tilebench.compiler.runtime import tilelang
+from tilebench.compiler.targets import describe_target
+
+TOOL_TIMEOUT_S = 120
+
+
+@dataclass
+class Resources:
+    """Per-kernel resource use; None where it could not be determined."""
+
+    registers_per_thread: int | None = None
+    static_smem_bytes: int | None = None
+    dynamic_smem_bytes: int | None = None
+    smem_bytes: int | None = None  # static + dynamic
+    spill_store_bytes: int | None = None
+    spill_load_bytes: int | None = None
+    stack_frame_bytes: int | None = None  # local memory per thread (stack frame, spills included)
+    barriers: int | None = None
+    threads_per_block: int | None = None
+    block: tuple[int, ...] | None = None
+    grid: tuple[int, ...] | None = None  # None when any grid extent is symbolic; see ``launch``
+    launch: dict[str, str] = field(default_factory=dict)  # thread tag -> extent, as TIR prints it
+    occupancy_blocks_per_sm: int | None = None
+    occupancy_limiter: str | None = None  # "registers", "shared_memory", "threads" or "blocks"
+
+
+@dataclass
+class KernelArtifacts:
+    """What tilebench shows about one compiled kernel (plain, JSON-friendly data)."""
+
+    name: str
+    target: str
+    arch: str | None = None
+    tir: str | None = None
+    device_tir: str | None = None
+    cuda_source: str | None = None
+    host_source: str | None = None
+    ptx: str | None = None
+    ptx_origin: str | None = None  # "cubin" (embedded copy) or "nvcc"
+    sass: str | None = None
+    resources: Resources = field(default_factory=Resources)
+    layouts: list[BufferLayout] = field(default_factory=list)
+    line_map: dict[str, list[int]] | None = None  # not collected yet
+    compile_flags: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def ensure_ptx(self) -> str | None:
+        """Compile the CUDA source to PTX with nvcc if no PTX was found (seconds), then run ptxas on it."""
+        if self.ptx is None and self.cuda_source and self.arch:
+            with _step("ptx", self.timings, self.errors):
+                self.ptx = _nvcc_ptx(self.cuda_source, self.arch, self.compile_flags)
+                self.ptx_origin = "nvcc"
+                self.errors.pop("ptx", None)
+            if self.ptx is not None:
+                with _step("ptxas", self.timings, self.errors):
+                    _apply_ptxas(self.resources, _run_ptxas(self.ptx, self.arch), self._kernel_name())
+                    self.errors.pop("ptxas", None)
+                _finish_resources(self.resources, self.arch, self.errors)
+        return self.ptx
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def _kernel_name(self) -> str | None:
+        match = _GLOBAL_KERNEL.search(self.cuda_source or "")
+        return match.group(1) if match else None
+
+
+def collect_artifacts(
+    jit_kernel: Any,
+    prim_func_before_lowering: Any = None,
+    *,
+    layouts: bool = True,
+    ptxas: bool = True,
+    sass: bool = True,
+) -> KernelArtifacts:
+    """Gather IR, sources, PTX/SASS, resources and layouts of a compiled ``tilelang.jit.kernel.JITKernel``.
+
+    ``prim_func_before_lowering`` defaults to the kernel's own PrimFunc. ``ptxas=False`` skips the
+    ptxas run (no spill figures); ``sass=False`` skips disassembly; ``layouts=False`` skips layout
+    inference unless a re-lowering is needed anyway for the device TIR.
+    """
+    func = prim_func_before_lowering if prim_func_before_lowering is not None else jit_kernel.prim_func
+    spec = _target_spec(jit_kernel)
+    arch = spec.get("arch")
+    result = KernelArtifacts(
+        name=_global_symbol(func) or "kernel",
+        target=describe_target({"kind": spec.get("kind", "cuda"), **({"arch": arch} if arch else {})}),
+        arch=str(arch) if arch else None,
+        compile_flags=list(jit_kernel.compile_flags or []),
+    )
+    timings, errors = result.timings, result.errors
+    started = time.perf_counter()
+
+    with _step("tir", timings, errors):
+        result.tir = func.script()
+    with _step("cuda_source", timings, errors):
+        result.cuda_source = jit_kernel.get_kernel_source()
+    with _step("host_source", timings, errors):
+        result.host_source = jit_kernel.get_host_source()
+
+    device_mod = _lower_step(result, jit_kernel, func, spec, want_layouts=layouts)
+    with _step("launch", timings, errors):
+        _apply_launch(result.resources, device_mod, result.cuda_source)
+
+    kernel = _device_symbol(device_mod) or result._kernel_name()
+    cubin = None
+    with _step("cubin", timings, errors):
+        cubin = _find_cubin(jit_kernel)
+        info = parse_cubin(cubin)
+        _apply_cubin(result.resources, info, kernel)
+        if info.ptx:
+            result.ptx, result.ptx_origin = info.ptx, "cubin"
+        else:
+            errors["ptx"] = "the cubin carries no PTX (built without -lineinfo); call ensure_ptx()"
+    if ptxas and result.ptx and result.arch:
+        with _step("ptxas", timings, errors):
+            _apply_ptxas(result.resources, _run_ptxas(result.ptx, result.arch), kernel)
+    if sass and cubin is not None:
+        with _step("sass", timings, errors):
+            result.sass = disassemble(cubin)
+    _finish_resources(result.resources, result.arch, errors)
+    timings["total"] = time.perf_counter() - started
+    return result
+
+
+@contextlib.contextmanager
+def _step(name: str, timings: dict[str, float], errors: dict[str, str]) -> Iterator[None]:
+    """Time a step; record (not raise) its failure."""
+    started = time.perf_counter()
+    try:
+        yield
+    except Exception as exc:
+        errors[name] = f"{type(exc).__name__}: {exc}".strip()[:2000]
+    finally:
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - started
+
+
+def _lower_step(result: KernelArtifacts, jit_kernel: Any, func: Any, spec: dict, want_layouts: bool) -> Any:
+    """Device module and layouts: one lowering, full only when the kernel kept no artifact."""
+    artifact = getattr(jit_kernel, "artifact", None)
+    device_mod = getattr(artifact, "device_mod", None)
+    if device_mod is None or want_layouts:
+        with _step("lower", result.timings, result.errors):
+            layout_mod, fresh = lower_capturing_layouts(
+                func, spec, dict(jit_kernel.pass_configs or {}), full=device_mod is None
+            )
+            device_mod = device_mod if device_mod is not None else fresh.device_mod
+            if want_layouts:
+                result.layouts = describe_layout_map(layout_map_of(layout_mod))
+    if device_mod is not None:
+        with _step("device_tir", result.timings, result.errors):
+            result.device_tir = device_mod.script()
+    else:
+        result.errors.setdefault("device_tir", "no device module (lowering failed)")
+    return device_mod
+
+
+def _target_spec(jit_kernel: Any) -> dict[str, Any]:
+    target = jit_kernel.target
+    if isinstance(target, dict):
+        return dict(target)
+    if hasattr(target, "export"):
+        return {k: v for k, v in dict(target.export()).items() if k in ("kind", "arch", "keys", "host")}
+    return {"kind": str(target)}
+
+
+def _global_symbol(func: Any) -> str | None:
+    attrs = getattr(func, "attrs", None)
+    return str(attrs["global_symbol"]) if attrs is not None and "global_symbol" in attrs else None
+
+
+def _device_symbol(device_mod: Any) -> str | None:
+    if device_mod is None:
+        return None
+    for gvar, _ in device_mod.functions.items():
+        return str(gvar.name_hint)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Launch configuration (from the lowered device TIR)
+
+_GLOBAL_KERNEL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)")
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\(\s*(\d+)")
+_BLOCK_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+_GRID_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+
+
+def _apply_launch(res: Resources, device_mod: Any, cuda_source: str | None) -> None:
+    extents, dyn_smem = _launch_attrs(device_mod) if device_mod is not None else ({}, None)
+    res.launch = {tag: str(value) for tag, value in extents.items()}
+    res.dynamic_smem_bytes = dyn_smem
+    block = [_static(extents.get(tag, 1)) for tag in _BLOCK_TAGS]
+    if extents and None not in block:
+        res.block = tuple(block)
+        res.threads_per_block = math.prod(block)
+    elif cuda_source and (match := _LAUNCH_BOUNDS.search(cuda_source)):
+        res.threads_per_block = int(match.group(1))
+    grid = [_static(extents.get(tag, 1)) for tag in _GRID_TAGS]
+    if extents and None not in grid:
+        res.grid = tuple(grid)
+
+
+def _launch_attrs(device_mod: Any) -> tuple[dict[str, Any], int | None]:
+    """Thread extents and dynamic shared memory of the (first) device kernel."""
+    from tvm import tirx
+    from tvm.tirx.stmt_functor import post_order_visit
+
+    for _, func in device_mod.functions.items():
+        attrs = func.attrs or {}
+        extents = {str(k): v for k, v in dict(attrs.get("thread_extent", {}) or {}).items()}
+        if not extents:
+
+            def visit(node: Any, extents: dict[str, Any] = extents) -> None:
+                if isinstance(node, tirx.AttrStmt) and node.attr_key == "thread_extent":
+                    extents.setdefault(str(node.node.thread_tag), node.value)
+
+            post_order_visit(func.body, visit)
+        dyn = attrs.get("dyn_shared_memory_buf")
+        return extents, (_static(dyn) if dyn is not None else 0)
+    return {}, None
+
+
+def _static(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Cubin: find it, read resources and the embedded PTX
+
+EM_CUDA = 190
+_EIATTR_FRAME_SIZE = 0x11
+_EIATTR_REGCOUNT = 0x2F
+_EIFMT_SVAL = 0x04
+
+
+@dataclass
+class CubinInfo:
+    """What a cubin says per kernel: registers, stack frame and static shared memory; plus its PTX."""
+
+    kernels: dict[str, dict[str, int]]
+    ptx: str | None
+
+
+def _find_cubin(jit_kernel: Any) -> bytes:
+    """The device ELF embedded in the kernel's host library (tvm_ffi's executable.so)."""
+    path = getattr(getattr(jit_kernel, "adapter", None), "libpath", None)
+    if not path or not os.path.exists(path):
+        raise FileNotFoundError(
+            "the kernel has no library file to read the cubin from (tilelang's cache disabled, or a "
+            f"backend without one: {getattr(jit_kernel, 'execution_backend', '?')})"
+        )
+    with open(path, "rb") as handle:
+        blob = handle.read()
+    cubins = list(_embedded_cuda_elves(blob))
+    if not cubins:
+        raise ValueError(f"no uncompressed CUDA ELF inside {os.path.basename(path)}")
+    return cubins[0]
+
+
+def _embedded_cuda_elves(blob: bytes) -> Iterator[bytes]:
+    start = blob.find(b"\x7fELF", 1)
+    while start != -1:
+        size = _cuda_elf_size(blob, start)
+        if size:
+            yield blob[start : start + size]
+        start = blob.find(b"\x7fELF", start + 1)
+
+
+def _cuda_elf_size(blob: bytes, start: int) -> int | None:
+    """Byte size of a 64-bit little-endian CUDA ELF starting at ``start``, or None if it is not one."""
+    if len(blob) < start + 64 or blob[start + 4] != 2 or blob[start + 5] != 1:
+        return None
+    (machine,) = struct.unpack_from("<H", blob, start + 0x12)
+    if machine != EM_CUDA:
+        return None
+    (shoff,) = struct.unpack_from("<Q", blob, start + 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", blob, start + 0x3A)
+    end = shoff + shentsize * shnum
+    return end if start + end <= len(blob) else None
+
+
+def _sections(elf: bytes) -> dict[str, tuple[int, int, int, int]]:
+    """Section name -> (type, offset, size, link)."""
+    (shoff,) = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * shentsize) for i in range(shnum)]
+    names_at = headers[shstrndx][4]
+
+    def name(offset: int) -> str:
+        begin = names_at + offset
+        return elf[begin : elf.index(b"\0", begin)].decode(errors="replace")
+
+    return {name(h[0]): (h[1], h[4], h[5], h[6]) for h in headers}
+
+
+def _symbols(elf: bytes, sections: dict[str, tuple[int, int, int, int]]) -> list[str]:
+    if ".symtab" not in sections or ".strtab" not in sections:
+        return []
+    _, offset, size, _ = sections[".symtab"]
+    strtab = sections[".strtab"][1]
+    names = []
+    for entry in range(offset, offset + size, 24):
+        (name_offset,) = struct.unpack_from("<I", elf, entry)
+        begin = strtab + name_offset
+        names.append(elf[begin : elf.index(b"\0", begin)].decode(errors="replace"))
+    return names
+
+
+def _nv_info(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(attribute, value) records of an ``.nv.info`` section; non-sized records carry 2 value bytes."""
+    pos = 0
+    while pos + 4 <= len(data):
+        fmt, attr = data[pos], data[pos + 1]
+        if fmt == _EIFMT_SVAL:
+            (size,) = struct.unpack_from("<H", data, pos + 2)
+            yield attr, data[pos + 4 : pos + 4 + size]
+            pos += 4 + size
+        elif fmt in (1, 2, 3):
+            yield attr, data[pos + 2 : pos + 4]
+            pos += 4
+        else:
+            return
+
+
+def parse_cubin(elf: bytes) -> CubinInfo:
+    """Per-kernel registers, stack frame and static smem from a cubin, and its embedded PTX if any."""
+    sections = _sections(elf)
+    kernels: dict[str, dict[str, int]] = {
+        name[len(".text.") :]: {} for name in sections if name.startswith(".text.")
+    }
+    for name, kernel in kernels.items():
+        if f".nv.shared.{name}" in sections:
+            kernel["static_smem_bytes"] = sections[f".nv.shared.{name}"][2]
+    symbols = _symbols(elf, sections)
+    if ".nv.info" in sections:
+        _, offset, size, _ = sections[".nv.info"]
+        keys = {_EIATTR_REGCOUNT: "registers", _EIATTR_FRAME_SIZE: "stack_frame_bytes"}
+        for attr, value in _nv_info(elf[offset : offset + size]):
+            if attr in keys and len(value) == 8:
+                symbol, number = struct.unpack("<II", value)
+                if symbol < len(symbols) and symbols[symbol] in kernels:
+                    kernels[symbols[symbol]][keys[attr]] = number
+    return CubinInfo(kernels=kernels, ptx=_embedded_ptx(elf, sections))
+
+
+def _embedded_ptx(elf: bytes, sections: dict[str, tuple[int, int, int, int]]) -> str | None:
+    """The PTX nvcc stores for -lineinfo: NUL-separated lines, then a stub debug section we drop."""
+    if ".nv_debug_ptx_txt" not in sections:
+        return None
+    _, offset, size, _ = sections[".nv_debug_ptx_txt"]
+    text = elf[offset : offset + size].decode(errors="replace").replace("\0", "\n")
+    debug = text.find("\n.section")
+    if debug != -1:
+        text = text[:debug]
+    text = re.sub(r"\n{3,}", "\n\n", text).strip()
+    return text + "\n" if text else None
+
+
+def _apply_cubin(res: Resources, info: CubinInfo, kernel: str | None) -> None:
+    figures = info.kernels.get(kernel or "") or next(iter(info.kernels.values()), {})
+    res.registers_per_thread = figures.get("registers", res.registers_per_thread)
+    res.stack_frame_bytes = figures.get("stack_frame_bytes", res.stack_frame_bytes)
+    res.static_smem_bytes = figures.get("static_smem_bytes", res.static_smem_bytes)
+
+
+# ---------------------------------------------------------------------------------------------------
+# CUDA tools: ptxas, nvcc, nvdisasm/cuobjdump
+
+
+def find_cuda_tool(name: str) -> str | None:
+    """A CUDA binary on PATH, else under $CUDA_HOME/bin or /usr/local/cuda/bin."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        candidate = os.path.join(home, "bin", name) if home else None
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _run(command: list[str]) -> str:
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
+    output = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise RuntimeError(f"{os.path.basename(command[0])} exited {proc.returncode}: {output[-2000:]}")
+    return output
+
+
+def _run_ptxas(ptx: str, arch: str) -> dict[str, dict[str, int]]:
+    """``ptxas -v`` figures per entry function."""
+    ptxas = find_cuda_tool("ptxas")
+    if ptxas is None:
+        raise FileNotFoundError("ptxas not found on PATH or under CUDA_HOME/bin")
+    with tempfile.TemporaryDirectory(prefix="tilebench-ptxas-") as tmp:
+        source = os.path.join(tmp, "kernel.ptx")
+        with open(source, "w") as handle:
+            handle.write(ptx)
+        output = _run([ptxas, "-v", f"-arch={arch}", "-o", os.path.join(tmp, "kernel.cubin"), source])
+    return parse_ptxas(output)
+
+
+_PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_PTXAS_FIGURES = {
+    "stack_frame_bytes": re.compile(r"(\d+) bytes stack frame"),
+    "spill_store_bytes": re.compile(r"(\d+) bytes spill stores"),
+    "spill_load_bytes": re.compile(r"(\d+) bytes spill loads"),
+    "registers": re.compile(r"Used (\d+) registers"),
+    "barriers": re.compile(r"used (\d+) barriers"),
+    "static_smem_bytes": re.compile(r"(\d+) bytes smem"),
+}
+
+
+def parse_ptxas(output: str) -> dict[str, dict[str, int]]:
+    """Entry name -> figures found in ``ptxas -v`` output (absent figures are left out)."""
+    results: dict[str, dict[str, int]] = {}
+    current: dict[str, int] | None = None
+    for line in output.splitlines():
+        entry = _PTXAS_ENTRY.search(line)
+        if entry:
+            current = results.setdefault(entry.group(1), {})
+            continue
+        if current is None:
+            continue
+        for key, pattern in _PTXAS_FIGURES.items():
+            found = pattern.search(line)
+            if found:
+                current[key] = int(found.group(1))
+    for figures in results.values():
+        if "registers" in figures:
+            # ptxas omits "bytes smem" when a kernel has no static shared memory.
+            figures.setdefault("static_smem_bytes", 0)
+    return results
+
+
+def _apply_ptxas(res: Resources, figures: dict[str, dict[str, int]], kernel: str | None) -> None:
+    found = figures.get(kernel or "") or next(iter(figures.values()), {})
+    res.registers_per_thread = found.get("registers", res.registers_per_thread)
+    res.static_smem_bytes = found.get("static_smem_bytes", res.static_smem_bytes)
+    res.stack_frame_bytes = found.get("stack_frame_bytes", res.stack_frame_bytes)
+    res.spill_store_bytes = found.get("spill_store_bytes", res.spill_store_bytes)
+    res.spill_load_bytes = found.get("spill_load_bytes", res.spill_load_bytes)
+    res.barriers = found.get("barriers", res.barriers)
+
+
+def _nvcc_ptx(cuda_source: str, arch: str, compile_flags: list[str]) -> str:
+    """PTX from nvcc with tilelang's include paths (tilelang's own helper, run for ``arch``)."""
+    tilelang()
+    from tilelang.contrib import nvcc
+    from tvm.target import Target
+
+    with Target({"kind": "cuda", "arch": arch}):
+        return nvcc.get_ptx_from_source(cuda_source, compile_flags=compile_flags or None)
+
+
+def disassemble(cubin: bytes) -> str:
+    """SASS of a cubin via nvdisasm, else cuobjdump; raises if neither is installed."""
+    tools = [(find_cuda_tool("nvdisasm"), []), (find_cuda_tool("cuobjdump"), ["--dump-sass"])]
+    tools = [(tool, args) for tool, args in tools if tool]
+    if not tools:
+        raise FileNotFoundError("neither nvdisasm nor cuobjdump is on PATH or under CUDA_HOME/bin")
+    with tempfile.TemporaryDirectory(prefix="tilebench-sass-") as tmp:
+        path = os.path.join(tmp, "kernel.cubin")
+        with open(path, "wb") as handle:
+            handle.write(cubin)
+        failures = []
+        for tool, args in tools:
+            try:
+                return _run([tool, *args, path])
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                failures.append(str(exc))
+    raise RuntimeError("; ".join(failures))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Occupancy
+
+
+@dataclass(frozen=True)
+class SmLimits:
+    regs_per_sm: int = 65536
+    smem_per_sm: int = 228 * 1024
+    smem_per_block: int = 227 * 1024
+    threads_per_sm: int = 2048
+    blocks_per_sm: int = 32
+    reserved_smem_per_block: int = 1024  # the CUDA runtime's per-block reservation (sm_80 and newer)
+    reg_alloc_unit: int = 256  # registers are allocated per warp in units of this many
+
+
+SM_LIMITS: dict[str, SmLimits] = {
+    "sm_80": SmLimits(smem_per_sm=164 * 1024, smem_per_block=163 * 1024),
+    "sm_86": SmLimits(smem_per_sm=100 * 1024, smem_per_block=99 * 1024, threads_per_sm=1536, blocks_per_sm=16),
+    "sm_89": SmLimits(smem_per_sm=100 * 1024, smem_per_block=99 * 1024, threads_per_sm=1536, blocks_per_sm=24),
+    "sm_90": SmLimits(),
+    "sm_100": SmLimits(),
+}
+
+
+def occupancy(
+    arch: str, registers: int | None, smem_bytes: int | None, threads: int | None
+) -> tuple[int | None, str | None]:
+    """Estimated resident blocks per SM and the resource that limits it (a simple occupancy calculator)."""
+    limits = SM_LIMITS.get(re.sub(r"[af]$", "", arch))
+    if limits is None or not threads:
+        return None, None
+    warps = math.ceil(threads / 32)
+    bounds = {"threads": limits.threads_per_sm // (warps * 32), "blocks": limits.blocks_per_sm}
+    if registers:
+        per_warp = math.ceil(registers * 32 / limits.reg_alloc_unit) * limits.reg_alloc_unit
+        bounds["registers"] = limits.regs_per_sm // (per_warp * warps)
+    if smem_bytes is not None:
+        per_block = smem_bytes + limits.reserved_smem_per_block
+        fits = smem_bytes <= limits.smem_per_block
+        bounds["shared_memory"] = limits.smem_per_sm // per_block if fits else 0
+    limiter = min(bounds, key=lambda name: bounds[name])
+    return bounds[limiter], limiter
+
+
+def _finish_resources(res: Resources, arch: str | None, errors: dict[str, str]) -> None:
+    if res.static_smem_bytes is not None and res.dynamic_smem_bytes is not None:
+        res.smem_bytes = res.static_smem_bytes + res.dynamic_smem_bytes
+    if not arch:
+        return
+    blocks, limiter = occupancy(arch, res.registers_per_thread, res.smem_bytes, res.threads_per_block)
+    res.occupancy_blocks_per_sm, res.occupancy_limiter = blocks, limiter
+    if blocks is None:
+        errors["occupancy"] = f"no SM limits known for {arch} or no thread count"
+    else:
+        errors.pop("occupancy", None)
