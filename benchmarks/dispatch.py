@@ -13,9 +13,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import Report  # noqa: E402
-
 import seed_kernels as S  # noqa: E402
+from _report import Report  # noqa: E402
 
 LOOPS = 10_000
 
@@ -45,8 +44,15 @@ def main() -> None:
     torch_us = per_call_us(lambda: x + y)
     tl_us = per_call_us(lambda: tl_add(x, y))
     tb_us = per_call_us(lambda: tb_add(x, y))
-    report.row(case="vector add 1M fp16 (lazy)", torch=torch_us, tilelang=tl_us, tilebench=tb_us,
-               tilelang_over=tl_us - torch_us, tilebench_over=tb_us - torch_us, target_over=1.5)
+    report.row(
+        case="vector add 1M fp16 (lazy)",
+        torch=torch_us,
+        tilelang=tl_us,
+        tilebench=tb_us,
+        tilelang_over=tl_us - torch_us,
+        tilebench_over=tb_us - torch_us,
+        target_over=1.5,
+    )
 
     A = torch.randn(1024, 512, dtype=torch.float16, device="cuda")
     B = torch.randn(512, 256, dtype=torch.float16, device="cuda")
@@ -58,15 +64,31 @@ def main() -> None:
     torch_us = per_call_us(lambda: A @ B)
     tl_us = per_call_us(lambda: tl_gemm(A, B))
     tb_us = per_call_us(lambda: S.gemm(A, B))
-    report.row(case="GEMM 1024x512x256 fp16 (eager)", torch=torch_us, tilelang=tl_us, tilebench=tb_us,
-               tilelang_over=tl_us - torch_us, tilebench_over=tb_us - torch_us, target_over=1.5)
+    report.row(
+        case="GEMM 1024x512x256 fp16 (eager)",
+        torch=torch_us,
+        tilelang=tl_us,
+        tilebench=tb_us,
+        tilelang_over=tl_us - torch_us,
+        tilebench_over=tb_us - torch_us,
+        target_over=1.5,
+    )
 
     tl_key = per_call_us(lambda: tl_gemm.parse_cache_key(A, B), 100_000)
     tb_key = per_call_us(lambda: S.gemm.parse_cache_key(A, B), 100_000)
-    report.row(case="parse_cache_key (eager GEMM)", torch=0.0, tilelang=tl_key, tilebench=tb_key,
-               tilelang_over=tl_key, tilebench_over=tb_key, target_over=0.3)
+    report.row(
+        case="parse_cache_key (eager GEMM)",
+        torch=0.0,
+        tilelang=tl_key,
+        tilebench=tb_key,
+        tilelang_over=tl_key,
+        tilebench_over=tb_key,
+        target_over=0.3,
+    )
     del T
-    report.note("tilelang's parse_cache_key hashes the call form only; tilebench's reads the T.const dims too")
+    report.note(
+        "tilelang's parse_cache_key hashes the call form only; tilebench's reads the T.const dims too"
+    )
     report.finish()
 
 

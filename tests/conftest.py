@@ -3,6 +3,8 @@
 import os
 import tempfile
 
-os.environ.setdefault("TILEBENCH_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"tilebench-tests-{os.getuid()}"))
+os.environ.setdefault(
+    "TILEBENCH_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"tilebench-tests-{os.getuid()}")
+)
 os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
 os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")

@@ -206,8 +206,17 @@ def matmul(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=3, threads=
 
 # --- seed 001's migration example: flash attention forward (eager) -------------------------------
 @tb.jit(pass_configs={tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True})
-def flashattn_fwd(Q, K, V, is_causal: bool = False, block_M: int = 128, block_N: int = 64,
-                  threads: int = 256, num_stages: int = 1, groups: int = 1):
+def flashattn_fwd(
+    Q,
+    K,
+    V,
+    is_causal: bool = False,
+    block_M: int = 128,
+    block_N: int = 64,
+    threads: int = 256,
+    num_stages: int = 1,
+    groups: int = 1,
+):
     batch, seq_len, heads, dim_qk = T.const("batch, seq_len, heads, dim_qk")
     heads_kv, dim_v = T.const("heads_kv, dim_v")
     Q: T.Tensor[[batch, seq_len, heads, dim_qk], T.float16]
@@ -239,7 +248,9 @@ def flashattn_fwd(Q, K, V, is_causal: bool = False, block_M: int = 128, block_N:
             T.copy(K[bz, k * block_N : (k + 1) * block_N, by // groups, :], K_shared)
             if is_causal:
                 for i, j in T.Parallel(block_M, block_N):
-                    acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(acc_s.dtype))
+                    acc_s[i, j] = T.if_then_else(
+                        bx * block_M + i >= k * block_N + j, 0, -T.infinity(acc_s.dtype)
+                    )
             else:
                 T.clear(acc_s)
             T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)

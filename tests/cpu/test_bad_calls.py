@@ -1,12 +1,12 @@
 """Bad calls raise TypeError/ValueError naming the argument, expected and actual, before any launch."""
 
 import pytest
+import seed_kernels as S
 import tilelang.language as T
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import seed_kernels as S
 import tilebench as tb
 from tilebench.compiler.schema import ParamSpec
 from tilebench.kernel.validate import diagnose
@@ -29,7 +29,9 @@ def test_wrong_shape_rank_and_missing_argument(matmul):
     with pytest.raises(ValueError, match=r"'A' .* expects 2 dimensions"):
         matmul(A[0], B)
     # the GPU path's generated signature or the compile-only path: either names what is expected
-    with pytest.raises(TypeError, match=r"missing 1 required positional argument: 'B'|takes 2 inputs .*B: Tensor"):
+    with pytest.raises(
+        TypeError, match=r"missing 1 required positional argument: 'B'|takes 2 inputs .*B: Tensor"
+    ):
         matmul(A)
     with pytest.raises(TypeError, match=r"takes 3 positional arguments|takes 2 inputs .*, got 3"):
         matmul(A, B, B)
@@ -42,7 +44,11 @@ def test_device_stride_and_placeholder(matmul):
     specs = matmul.specs
     non_contiguous = torch.randn(512, 1024).half().t()
     problem = diagnose("matmul", specs, (non_contiguous, B), "c")
-    assert isinstance(problem, ValueError) and "'A'" in str(problem) and "expects strides (512, 1), got (1, 1024)" in str(problem)
+    assert (
+        isinstance(problem, ValueError)
+        and "'A'" in str(problem)
+        and "expects strides (512, 1), got (1, 1024)" in str(problem)
+    )
     with pytest.raises(TypeError, match="'A' .* is a placeholder"):
         matmul(tb.place(1024, 512, dtype=torch.float16), B)
 

@@ -1,10 +1,10 @@
 """The kernel front on a machine without a GPU: elaborate, compile for sm_90a, cache, inspect."""
 
 import pytest
+import seed_kernels as S
 import tilelang.language as T
 import torch
 
-import seed_kernels as S
 import tilebench as tb
 
 
@@ -126,6 +126,7 @@ def test_debug_root_path_writes_source_and_program(tmp_path):
 
 def test_seed_environment_variable_picks_the_target():
     with tb.settings.scope(TILELANG_TARGET='{"kind": "cuda", "arch": "sm_80"}'):
+
         @tb.jit(out_idx=[-1])
         def ident(N):
             @T.prim_func

@@ -14,12 +14,16 @@ def test_dict_string_and_cli_targets():
 
 
 def test_no_gpu_means_compile_only_for_the_default_arch():
-    with tb.settings.scope(TILELANG_TARGET=None, TILELANG_DEFAULT_TARGET=None, TILEBENCH_DEFAULT_ARCH="sm_89"):
+    with tb.settings.scope(
+        TILELANG_TARGET=None, TILELANG_DEFAULT_TARGET=None, TILEBENCH_DEFAULT_ARCH="sm_89"
+    ):
         assert resolve_target(None) == {"kind": "cuda", "arch": "sm_89"}
         assert resolve_target("auto") == {"kind": "cuda", "arch": "sm_89"}
 
 
-@pytest.mark.parametrize("bad", ["nonsense", "cuda -arch", {"kind": "vulkan"}, {"kind": "cuda", "arch": "90"}, 42])
+@pytest.mark.parametrize(
+    "bad", ["nonsense", "cuda -arch", {"kind": "vulkan"}, {"kind": "cuda", "arch": "90"}, 42]
+)
 def test_invalid_targets_are_refused_at_decoration(bad):
     with pytest.raises((tb.TargetError, ValueError)) as info:
         tb.jit(target=bad)
@@ -38,9 +42,8 @@ def test_unknown_and_invalid_options():
 
 
 def test_eager_kernel_refuses_out_idx():
-    import torch
-
     import seed_kernels as S
+    import torch
 
     wrapped = tb.jit(S.gemm._func, out_idx=[-1])
     with pytest.raises(ValueError, match="out_idx"):

@@ -1,10 +1,10 @@
 """Every example of seeds 001 and 002 against torch on the GPU, plus bad calls that must not launch."""
 
 import pytest
+import seed_kernels as S
 import torch
 import torch.nn.functional as F
 
-import seed_kernels as S
 import tilebench as tb
 
 
@@ -73,7 +73,9 @@ def test_macros():
 def test_flash_attention_forward_matches_sdpa():
     q, k, v = (randn(1, 1024, 8, 128) for _ in range(3))
     out = S.flashattn_fwd(q, k, v, block_M=128, block_N=128, threads=256, num_stages=2)
-    ref = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+    ref = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(
+        1, 2
+    )
     close(out, ref)
 
 

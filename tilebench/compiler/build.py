@@ -54,7 +54,9 @@ def kernel_name(prim_func: Any) -> str:
 def summarize_error(text: str, limit: int = 12) -> str:
     """The lines of a compiler log that say what went wrong, without the stack frames."""
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
-    keep = [ln for ln in lines if any(w in ln for w in ("rror", "Check failed", "error:", "Invalid", "No valid"))]
+    keep = [
+        ln for ln in lines if any(w in ln for w in ("rror", "Check failed", "error:", "Invalid", "No valid"))
+    ]
     keep = keep or lines[-limit:]
     return "\n".join(dict.fromkeys(ln if len(ln) < 400 else ln[:400] + " ..." for ln in keep[-limit:]))
 

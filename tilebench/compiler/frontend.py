@@ -24,12 +24,15 @@ class Elaborator:
         self.jit_func = prim_func(func, eager_jit=True)
         self.signature = inspect.signature(func)
         self.tensor_names: tuple[str, ...] = tuple(self.jit_func.tensor_args)
-        self.static_mode: Mode | None = "lazy" if has_internal_prim_func(func) else (
-            "eager" if self.tensor_names else None)
+        self.static_mode: Mode | None = (
+            "lazy" if has_internal_prim_func(func) else ("eager" if self.tensor_names else None)
+        )
 
     def infer_mode(self, args: tuple, kwargs: dict) -> Mode:
         """Lazy if calling the function returns a PrimFunc, else eager (tilelang's own rule)."""
-        mode: Mode = self.static_mode or ("lazy" if self.jit_func._is_lazy_style(*args, **kwargs) else "eager")
+        mode: Mode = self.static_mode or (
+            "lazy" if self.jit_func._is_lazy_style(*args, **kwargs) else "eager"
+        )
         self.jit_func.set_mode(mode)
         return mode
 

@@ -59,7 +59,7 @@ def fast_call(jit_kernel: Any, specs: tuple[ParamSpec, ...]) -> Callable[..., An
         tensor_input = next((s.name for s in inputs if s.kind == "tensor"), None)
         anchor = tensor_input if tensor_input else "_anchor()"
         call_args = f"{args}, {anchor}" if args else anchor
-    result = "_exe({})".format(call_args)
+    result = f"_exe({call_args})"
     if outputs and len(outputs) > 1:
         result = f"list({result})"
     source = (
@@ -69,8 +69,12 @@ def fast_call(jit_kernel: Any, specs: tuple[ParamSpec, ...]) -> Callable[..., An
         f"    except Exception as _exc:\n"
         f"        raise self._launch_failed(({args}{',' if len(names) == 1 else ''}), _exc) from _exc\n"
     )
-    exec(compile(source, f"<tilebench launcher {jit_kernel.prim_func.attrs.get('global_symbol', '')}>", "exec"),
-         namespace)
+    exec(
+        compile(
+            source, f"<tilebench launcher {jit_kernel.prim_func.attrs.get('global_symbol', '')}>", "exec"
+        ),
+        namespace,
+    )
     return namespace["__call__"]
 
 

@@ -58,7 +58,9 @@ class CompileOptions:
         if execution_backend is not None and execution_backend not in BACKENDS:
             raise ValueError(f"execution_backend={execution_backend!r} is not one of {BACKENDS}")
         if pass_configs is not None and not isinstance(pass_configs, dict):
-            raise TypeError(f"pass_configs must be a dict of PassConfigKey -> value, got {type(pass_configs).__name__}")
+            raise TypeError(
+                f"pass_configs must be a dict of PassConfigKey -> value, got {type(pass_configs).__name__}"
+            )
         if isinstance(compile_flags, str):
             compile_flags = tuple(compile_flags.split())
         elif compile_flags is not None:
@@ -103,7 +105,13 @@ class CompileOptions:
     def key(self) -> str:
         """Stable text of everything that changes the binary (debug path excluded)."""
         return json.dumps(
-            [self.out_idx, self.target, str(self.target_host), self.execution_backend or settings.execution_backend,
-             [(k, str(v)) for k, v in self.pass_configs], self.compile_flags],
+            [
+                self.out_idx,
+                self.target,
+                str(self.target_host),
+                self.execution_backend or settings.execution_backend,
+                [(k, str(v)) for k, v in self.pass_configs],
+                self.compile_flags,
+            ],
             default=str,
         )

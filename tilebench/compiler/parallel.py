@@ -10,15 +10,20 @@ from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.targets import resolve_target
 
 
-def compile_all(prim_funcs: Sequence[Any], options: CompileOptions, num_workers: int | None = None,
-                timeout: float = 600, on_done: Callable[[int, Any], None] | None = None
-                ) -> list[Build | CompileError]:
+def compile_all(
+    prim_funcs: Sequence[Any],
+    options: CompileOptions,
+    num_workers: int | None = None,
+    timeout: float = 600,
+    on_done: Callable[[int, Any], None] | None = None,
+) -> list[Build | CompileError]:
     """A Build or a CompileError per PrimFunc, in order. Failures never raise here."""
     from tilebench.compiler.pool import compile_in_pool
 
     target = resolve_target(options.target_dict_or_str())
-    outcomes = compile_in_pool(list(prim_funcs), options, target, num_workers=num_workers, timeout=timeout,
-                               on_outcome=on_done)
+    outcomes = compile_in_pool(
+        list(prim_funcs), options, target, num_workers=num_workers, timeout=timeout, on_outcome=on_done
+    )
     results: list[Build | CompileError] = []
     for prim_func, outcome in zip(prim_funcs, outcomes):
         if outcome.status != "ok":

@@ -44,8 +44,16 @@ def param_specs(prim_func: Any, out_idx: tuple[int, ...] | None = None) -> tuple
         buffer = prim_func.buffer_map.get(param)
         if buffer is not None:
             strides = tuple(_dim(s) for s in buffer.strides) if len(buffer.strides) else None
-            specs.append(ParamSpec(str(buffer.name), "tensor", str(buffer.dtype),
-                                   tuple(_dim(d) for d in buffer.shape), strides, index in outputs))
+            specs.append(
+                ParamSpec(
+                    str(buffer.name),
+                    "tensor",
+                    str(buffer.dtype),
+                    tuple(_dim(d) for d in buffer.shape),
+                    strides,
+                    index in outputs,
+                )
+            )
         else:
             dtype = str(param.dtype)
             kind = "ptr" if dtype == "handle" else "scalar"

@@ -62,7 +62,11 @@ def resolve_target(target: TargetSpec | None = None) -> TargetSpec:
         return {"kind": "cuda", "arch": arch}
     if isinstance(target, str):
         spec = _from_string(target)
-        return resolve_target(spec) if spec == "cuda" else (_check_dict(spec) if isinstance(spec, dict) else spec)
+        return (
+            resolve_target(spec)
+            if spec == "cuda"
+            else (_check_dict(spec) if isinstance(spec, dict) else spec)
+        )
     if isinstance(target, dict):
         return _check_dict(target)
     if hasattr(target, "export"):  # a tvm Target

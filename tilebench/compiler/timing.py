@@ -14,8 +14,10 @@ class NoDeviceError(RuntimeError):
 
 def require_gpu(what: str) -> None:
     if not has_gpu():
-        raise NoDeviceError(f"{what} needs a CUDA device; this machine has none (compile-only mode: "
-                            "compiling, TIR, CUDA source and layouts still work)")
+        raise NoDeviceError(
+            f"{what} needs a CUDA device; this machine has none (compile-only mode: "
+            "compiling, TIR, CUDA source and layouts still work)"
+        )
 
 
 def time_call(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, backend: str = "event") -> float:

@@ -40,9 +40,11 @@ class Kernel:
         problem = diagnose(self.name, self.specs, args, self.build.device_kind)
         if problem is not None:
             raise problem
-        raise NoDeviceError(f"{self.name}: compile-only, no CUDA device here. The kernel was compiled for "
-                            f"{self.build.target_text}; its TIR, CUDA source and layouts are available, "
-                            "but running it needs a GPU")
+        raise NoDeviceError(
+            f"{self.name}: compile-only, no CUDA device here. The kernel was compiled for "
+            f"{self.build.target_text}; its TIR, CUDA source and layouts are available, "
+            "but running it needs a GPU"
+        )
 
     def _launch_failed(self, args: tuple, error: BaseException) -> BaseException:
         return diagnose(self.name, self.specs, args, self.build.device_kind) or error
@@ -117,5 +119,7 @@ class PartialKernel:
     def __repr__(self) -> str:
         script = self.prim_func.script()
         head = "\n".join(script.splitlines()[:12])
-        return (f"PartialKernel(\n  name={self.name!r},\n  target={self.target!r},\n"
-                f"  const_args={self.const_args!r},\n  prim_func=r'''{head}\n  ...''',\n)")
+        return (
+            f"PartialKernel(\n  name={self.name!r},\n  target={self.target!r},\n"
+            f"  const_args={self.const_args!r},\n  prim_func=r'''{head}\n  ...''',\n)"
+        )

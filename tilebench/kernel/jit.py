@@ -62,8 +62,10 @@ class JIT:
         if self._mode is None:
             self._mode = self.elaborator.infer_mode(args, kwargs)
             if self._mode == "eager" and self.options.out_idx is not None:
-                raise ValueError(f"{self.__name__}: out_idx is for lazy kernels (functions returning a PrimFunc); "
-                                 "an eager kernel declares its outputs with T.empty()")
+                raise ValueError(
+                    f"{self.__name__}: out_idx is for lazy kernels (functions returning a PrimFunc); "
+                    "an eager kernel declares its outputs with T.empty()"
+                )
         return self._mode
 
     def get_tir(self, *args: Any, **kwargs: Any) -> Any:
@@ -126,8 +128,10 @@ class JIT:
         key, _ = elaborator.template_key(args, kwargs)
         unknown = elaborator.unknown_keywords(args, kwargs)
         if unknown:
-            raise TypeError(f"{self.__name__}() got an unexpected keyword argument {unknown[0]!r}: "
-                            f"it is neither a parameter nor a T.const symbol of the kernel")
+            raise TypeError(
+                f"{self.__name__}() got an unexpected keyword argument {unknown[0]!r}: "
+                f"it is neither a parameter nor a T.const symbol of the kernel"
+            )
         kernel = self._by_key.get(key) or self._compile_key(key, args, kwargs)
         readers = elaborator.shape_readers(args, kwargs)
         if readers is not None and not any(is_placeholder(v) for v in runtime):
@@ -175,11 +179,21 @@ class JIT:
         """Elaborate without compiling: a PartialKernel whose `const_args` is the cache key."""
         prim_func = self.get_tir(*args, **kwargs)
         target = describe_target(resolve_target(self.options.target_dict_or_str()))
-        return PartialKernel(self.__name__, self.parse_cache_key(*args, **kwargs), prim_func,
-                             lambda: self.compile(*args, **kwargs), target)
+        return PartialKernel(
+            self.__name__,
+            self.parse_cache_key(*args, **kwargs),
+            prim_func,
+            lambda: self.compile(*args, **kwargs),
+            target,
+        )
 
-    def par_compile(self, configs: Iterable[dict | tuple], num_workers: int | None = None,
-                    ignore_error: bool = False, timeout: float = 600) -> list[Kernel | None]:
+    def par_compile(
+        self,
+        configs: Iterable[dict | tuple],
+        num_workers: int | None = None,
+        ignore_error: bool = False,
+        timeout: float = 600,
+    ) -> list[Kernel | None]:
         """Compile many configs in worker processes; a failed one is None with ignore_error, else raises."""
         from tilebench.compiler.parallel import compile_all
 
@@ -208,12 +222,15 @@ class JIT:
         key, _ = self.elaborator.template_key(args, kwargs)
         return self._by_key.setdefault(key, kernel)
 
-    def bench(self, *args: Any, warmup: float = 25, rep: float = 100, backend: str = "event",
-              **kwargs: Any) -> float:
+    def bench(
+        self, *args: Any, warmup: float = 25, rep: float = 100, backend: str = "event", **kwargs: Any
+    ) -> float:
         """Median milliseconds of one launch for this call (compiled first if needed)."""
         if self._ensure_mode(args, kwargs) == "lazy":
-            raise TypeError(f"{self.__name__} is a lazy kernel factory: compile it, then time the kernel with "
-                            "kernel.bench(*tensors)")
+            raise TypeError(
+                f"{self.__name__} is a lazy kernel factory: compile it, then time the kernel with "
+                "kernel.bench(*tensors)"
+            )
         self(*args, **kwargs)
         return time_call(lambda: self(*args, **kwargs), warmup=warmup, rep=rep, backend=backend)
 
@@ -244,23 +261,39 @@ def _as_call(config: Any, index: int) -> tuple[tuple, dict]:
         return (), dict(config)
     if isinstance(config, (tuple, list)):
         return tuple(config), {}
-    raise TypeError(f"config {index} must be a dict (keyword call) or a tuple (positional call), "
-                    f"got {type(config).__name__}")
+    raise TypeError(
+        f"config {index} must be a dict (keyword call) or a tuple (positional call), "
+        f"got {type(config).__name__}"
+    )
 
 
-def jit(func: Any = None, *, out_idx: int | list[int] | None = None, target: Any = None,
-        target_host: Any = None, execution_backend: str | None = None, verbose: bool | None = None,
-        pass_configs: dict[str, Any] | None = None, debug_root_path: str | None = None,
-        compile_flags: str | list[str] | None = None) -> Any:
+def jit(
+    func: Any = None,
+    *,
+    out_idx: int | list[int] | None = None,
+    target: Any = None,
+    target_host: Any = None,
+    execution_backend: str | None = None,
+    verbose: bool | None = None,
+    pass_configs: dict[str, Any] | None = None,
+    debug_root_path: str | None = None,
+    compile_flags: str | list[str] | None = None,
+) -> Any:
     """Decorate a TileLang kernel function (lazy or eager style) or wrap a PrimFunc.
 
     Options are tilelang.jit's. `target` defaults to TILELANG_TARGET, else this machine's GPU,
     else compile-only for TILEBENCH_DEFAULT_ARCH (sm_90a).
     """
-    options = CompileOptions.create(out_idx=out_idx, target=target, target_host=target_host,
-                                    execution_backend=execution_backend, verbose=verbose,
-                                    pass_configs=pass_configs, compile_flags=compile_flags,
-                                    debug_root_path=debug_root_path)
+    options = CompileOptions.create(
+        out_idx=out_idx,
+        target=target,
+        target_host=target_host,
+        execution_backend=execution_backend,
+        verbose=verbose,
+        pass_configs=pass_configs,
+        compile_flags=compile_flags,
+        debug_root_path=debug_root_path,
+    )
     if target is not None:
         resolve_target(target)  # an invalid target fails here, at decoration
 
@@ -272,13 +305,16 @@ def jit(func: Any = None, *, out_idx: int | list[int] | None = None, target: Any
     return decorate(func) if func is not None else decorate
 
 
-def compile(func: Any, *, out_idx: int | list[int] | None = None, target: Any = None, **options: Any) -> Kernel:
+def compile(
+    func: Any, *, out_idx: int | list[int] | None = None, target: Any = None, **options: Any
+) -> Kernel:
     """Compile a PrimFunc or a PartialKernel now and return the Kernel."""
     if isinstance(func, PartialKernel):
         return func.compile()
     if not is_prim_func(func):
-        raise TypeError(f"tb.compile takes a PrimFunc or a PartialKernel (kernel.partial(...)), "
-                        f"not {type(func).__name__}")
+        raise TypeError(
+            f"tb.compile takes a PrimFunc or a PartialKernel (kernel.partial(...)), not {type(func).__name__}"
+        )
     opts = CompileOptions.create(out_idx=out_idx, target=target, **options)
     return Kernel.from_build(compile_primfunc(func, opts))
 

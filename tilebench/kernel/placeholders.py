@@ -25,8 +25,13 @@ class Placeholder:
 
     __slots__ = ("shape", "dtype", "_strides", "device")
 
-    def __init__(self, *shape: int, dtype: Any = "float32", strides: tuple[int, ...] | None = None,
-                 device: str = "cuda") -> None:
+    def __init__(
+        self,
+        *shape: int,
+        dtype: Any = "float32",
+        strides: tuple[int, ...] | None = None,
+        device: str = "cuda",
+    ) -> None:
         import torch
 
         if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
@@ -42,7 +47,9 @@ class Placeholder:
                 step *= max(dim, 1)
             strides = tuple(reversed(strides))
         elif len(strides) != len(shape):
-            raise ValueError(f"place(): strides {strides!r} do not match the {len(shape)} dimensions of {shape!r}")
+            raise ValueError(
+                f"place(): strides {strides!r} do not match the {len(shape)} dimensions of {shape!r}"
+            )
         self._strides = tuple(strides)
         self.device = torch.device(device)
 
@@ -69,8 +76,11 @@ class Placeholder:
         return f"tb.place({dims}, dtype={self.dtype}{strides})"
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, Placeholder) and (self.shape, self.dtype, self._strides)
-                == (other.shape, other.dtype, other._strides))
+        return isinstance(other, Placeholder) and (self.shape, self.dtype, self._strides) == (
+            other.shape,
+            other.dtype,
+            other._strides,
+        )
 
     def __hash__(self) -> int:
         return hash((tuple(self.shape), self.dtype, self._strides))

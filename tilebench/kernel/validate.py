@@ -42,19 +42,25 @@ class _Checker:
 
         where = self.where(spec, position)
         if is_placeholder(value):
-            return TypeError(f"{where} is a placeholder ({value!r}): placeholders compile kernels but cannot "
-                             "run them; pass a torch.Tensor")
+            return TypeError(
+                f"{where} is a placeholder ({value!r}): placeholders compile kernels but cannot "
+                "run them; pass a torch.Tensor"
+            )
         if not isinstance(value, torch.Tensor):
             return TypeError(f"{where} expects a torch.Tensor of {spec.dtype}, got {type(value).__name__}")
         if _dtype_name(value.dtype) != spec.dtype:
             return TypeError(f"{where} expects dtype {spec.dtype}, got {_dtype_name(value.dtype)}")
         if value.dim() != len(spec.shape):
-            return ValueError(f"{where} expects {len(spec.shape)} dimensions {tuple(spec.shape)}, "
-                              f"got {value.dim()}: shape {tuple(value.shape)}")
+            return ValueError(
+                f"{where} expects {len(spec.shape)} dimensions {tuple(spec.shape)}, "
+                f"got {value.dim()}: shape {tuple(value.shape)}"
+            )
         for axis, (want, got) in enumerate(zip(spec.shape, value.shape)):
             problem = self.dim(spec, axis, want, int(got), "shape")
             if problem:
-                return ValueError(f"{where} expects shape {tuple(spec.shape)}, got {tuple(value.shape)}: {problem}")
+                return ValueError(
+                    f"{where} expects shape {tuple(spec.shape)}, got {tuple(value.shape)}: {problem}"
+                )
         problem = self.strides(spec, value)
         if problem:
             return ValueError(f"{where} {problem}")
@@ -63,7 +69,9 @@ class _Checker:
     def placement(self, spec: ParamSpec, position: int, value: Any) -> Exception | None:
         where = self.where(spec, position)
         if self.device_kind == "cuda" and value.device.type != "cuda":
-            return ValueError(f"{where} is on {value.device}, but the kernel runs on CUDA; move it with .cuda()")
+            return ValueError(
+                f"{where} is on {value.device}, but the kernel runs on CUDA; move it with .cuda()"
+            )
         if self.device is None:
             self.device = (value.device, spec.name)
         elif value.device != self.device[0]:
@@ -86,8 +94,10 @@ class _Checker:
             # A size-1 dim may carry any stride; compare only where it matters.
             want = _expected_strides(value.shape)
             if any(g != w for g, w, n in zip(got, want, value.shape) if n != 1):
-                return (f"must be contiguous (strides {want}), got strides {got}; "
-                        "pass .contiguous() or declare T.StridedTensor")
+                return (
+                    f"must be contiguous (strides {want}), got strides {got}; "
+                    "pass .contiguous() or declare T.StridedTensor"
+                )
             return None
         for axis, want in enumerate(spec.strides):
             problem = self.dim(spec, axis, want, got[axis], "stride")
@@ -98,20 +108,32 @@ class _Checker:
     def scalar(self, spec: ParamSpec, position: int, value: Any) -> Exception | None:
         where = self.where(spec, position)
         if is_placeholder(value) and spec.kind == "ptr":
-            return TypeError(f"{where} is a placeholder pointer (tb.empty_data_ptr()): pass tensor.data_ptr()")
+            return TypeError(
+                f"{where} is a placeholder pointer (tb.empty_data_ptr()): pass tensor.data_ptr()"
+            )
         if spec.kind == "ptr":
             ok = isinstance(value, int) or hasattr(value, "data_ptr")
-            return None if ok else TypeError(f"{where} expects a pointer (int or tensor), got {type(value).__name__}")
+            return (
+                None
+                if ok
+                else TypeError(f"{where} expects a pointer (int or tensor), got {type(value).__name__}")
+            )
         if spec.dtype.startswith(("int", "uint")):
             ok = isinstance(value, int) and not isinstance(value, bool)
         elif spec.dtype.startswith(("float", "bfloat")):
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         else:
             ok = True
-        return None if ok else TypeError(f"{where} expects a {spec.dtype} scalar, got {type(value).__name__} {value!r}")
+        return (
+            None
+            if ok
+            else TypeError(f"{where} expects a {spec.dtype} scalar, got {type(value).__name__} {value!r}")
+        )
 
 
-def diagnose(kernel: str, specs: Sequence[ParamSpec], args: Sequence[Any], device_kind: str) -> Exception | None:
+def diagnose(
+    kernel: str, specs: Sequence[ParamSpec], args: Sequence[Any], device_kind: str
+) -> Exception | None:
     """The first problem with `args` for a kernel taking `specs`, as an exception; None if they look right."""
     inputs = [s for s in specs if not s.is_output]
     if len(args) != len(inputs):
