@@ -3,7 +3,7 @@
 tilelang 0.1.15 has no public getter for inferred layouts: they sit in the ``layout_map``
 annotation of the IR's blocks right after the ``tl.LayoutInference`` pass. We lower the
 PrimFunc under a TVM pass instrument that grabs the module after that pass (and, when only
-layouts are wanted, stops the lowering there). The instrument lives in our own PassContext,
+layouts are wanted, skips every later pass). The instrument lives in our own PassContext,
 so no global tilelang state is touched. This module and ``artifacts`` are the only places
 that read tilelang internals for inspection.
 
@@ -49,7 +49,7 @@ class BufferLayout:
     scope: str
     shape: list[int]
     dtype: str
-    kind: str  # "fragment" for register fragments, "shared" for shared-memory layouts
+    kind: str  # "fragment" (register fragment), "shared" (shared-memory layout), else the scope
     input_shape: list[int]
     output_shape: list[int]
     forward_formula: str
@@ -81,42 +81,45 @@ def extract_layouts(
 def lower_capturing_layouts(
     prim_func: Any, target: TargetSpec, pass_configs: dict[str, Any] | None = None, *, full: bool
 ) -> tuple[Any, Any]:
-    """Lower with a capture after layout inference: (module after LayoutInference, artifact or None).
+    """Lower with a capture after layout inference: (module after LayoutInference, device module or None).
 
-    With ``full=False`` the lowering stops right after layout inference and the artifact is None;
-    with ``full=True`` it runs to the end (device codegen without nvcc) and returns tilelang's
-    CompiledArtifact too, so one lowering yields both layouts and device TIR.
+    With ``full=False`` every pass after layout inference is skipped (the instrument's ``should_run``)
+    and the device module is None. Skipping beats raising out of the pipeline: the first exception
+    thrown through TVM in a process costs about a second. With ``full=True`` the lowering runs to the
+    host/device split (no codegen), so one lowering yields both layouts and the device TIR.
     """
-    tl = tilelang()
+    tilelang()
     import tvm
+    from tilelang.backend.module import create_backend_context
+    from tilelang.engine.lower import lower_to_host_device_ir
     from tvm.target import Target
-
-    class _Stop(Exception):
-        pass
 
     captured: dict[str, Any] = {}
 
     @tvm.ir.instrument.pass_instrument
     class _CaptureLayouts:
+        def should_run(self, mod: Any, info: Any) -> bool:
+            return full or "mod" not in captured
+
         def run_after_pass(self, mod: Any, info: Any) -> None:
             if info.name == LAYOUT_PASS and "mod" not in captured:
                 captured["mod"] = mod
-                if not full:
-                    raise _Stop
 
     config = {k: v for k, v in (pass_configs or {}).items() if k not in _VISUAL_KEYS}
     tvm_target = Target(target)
-    artifact = None
     try:
-        with tvm.transform.PassContext(opt_level=3, config=config, instruments=[_CaptureLayouts()]), tvm_target:
-            artifact = tl.lower(prim_func, target=tvm_target, enable_device_compile=False)
+        with (
+            tvm.transform.PassContext(opt_level=3, config=config, instruments=[_CaptureLayouts()]),
+            tvm_target,
+        ):
+            context = create_backend_context(tvm_target, None, "auto")
+            _, device_mod, *_ = lower_to_host_device_ir(prim_func, context)
     except Exception as exc:
-        # TVM re-raises our stop signal as a RuntimeError; anything before the capture is a real failure.
-        if full or "mod" not in captured:
-            raise LayoutCaptureError(f"lowering failed before {LAYOUT_PASS}: {exc}") from exc
+        stage = "after" if "mod" in captured else "by the end of"
+        raise LayoutCaptureError(f"lowering failed {stage} {LAYOUT_PASS}: {exc}") from exc
     if "mod" not in captured:
         raise LayoutCaptureError(f"the {LAYOUT_PASS} pass did not run; tilelang's pipeline may have changed")
-    return captured["mod"], artifact
+    return captured["mod"], device_mod if full else None
 
 
 def layout_map_of(mod: Any) -> dict[Any, Any]:
@@ -148,27 +151,27 @@ def describe_layout(buffer: Any, layout: Any) -> BufferLayout:
     from tilelang.layout import Fragment
 
     is_fragment = isinstance(layout, Fragment)
-    scope = str(buffer.scope())
+    scope = text(buffer.scope())
     index = list(layout.index)
     result = BufferLayout(
-        name=str(buffer.name),
+        name=text(buffer.name),
         scope=scope,
         shape=[_as_int(dim) for dim in buffer.shape],
-        dtype=str(buffer.dtype),
+        dtype=text(buffer.dtype),
         kind="fragment" if is_fragment else ("shared" if scope.startswith("shared") else scope),
         input_shape=[_as_int(dim) for dim in layout.get_input_shape()],
         output_shape=[_as_int(dim) for dim in layout.get_output_shape()],
         forward_formula=_format(index),
     )
     if is_fragment:
-        result.thread_formula = str(layout.forward_thread)
+        result.thread_formula = text(layout.forward_thread)
         result.index_formula = _format(index)
         result.thread_count = _as_int(layout.get_thread_size())
         result.replicate = _as_int(layout.replicate_size) or 1
     try:
         _fill_grids(result, layout, buffer, is_fragment)
-    except (_Unsupported, ValueError, KeyError) as exc:
-        result.error = f"per-element maps not computed: {exc}"
+    except Exception as exc:  # a layout we cannot evaluate keeps its formulas
+        result.error = f"per-element maps not computed: {type(exc).__name__}: {exc}"
     return result
 
 
@@ -191,7 +194,7 @@ def _fill_grids(result: BufferLayout, layout: Any, buffer: Any, is_fragment: boo
         result.indices = _rows(linear[view])
     else:
         offsets = linear[view]
-        bits = _dtype_bits(str(buffer.dtype))
+        bits = _dtype_bits(result.dtype)
         result.offsets = _rows(offsets)
         result.banks = _rows((offsets * bits // (8 * BANK_BYTES)) % BANKS)
 
@@ -204,8 +207,14 @@ def _rows(array: np.ndarray) -> list[list[int]]:
     return np.atleast_2d(array).astype(np.int64).tolist()
 
 
+def text(value: Any) -> str:
+    """``str(value)`` as a plain ``str``: TVM's printers return ``tvm_ffi.core.String``, which
+    ``copy.deepcopy`` (hence ``dataclasses.asdict``) crashes on."""
+    return "".join([str(value)])
+
+
 def _format(exprs: list[Any]) -> str:
-    return str(exprs[0]) if len(exprs) == 1 else "(" + ", ".join(str(e) for e in exprs) + ")"
+    return text(exprs[0]) if len(exprs) == 1 else "(" + ", ".join(text(e) for e in exprs) + ")"
 
 
 def _as_int(value: Any) -> int | None:
@@ -226,12 +235,8 @@ class _Unsupported(Exception):
     """An expression node the numpy evaluator does not know."""
 
 
-def _floordiv(a: Any, b: Any) -> Any:
-    return np.floor_divide(a, b)
-
-
 def _truncdiv(a: Any, b: Any) -> Any:
-    return np.fix(np.true_divide(a, b)).astype(np.int64)
+    return np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))
 
 
 def _truncmod(a: Any, b: Any) -> Any:
@@ -245,7 +250,7 @@ def _binary_ops() -> dict[type, Callable[[Any, Any], Any]]:
         tirx.Add: operator.add,
         tirx.Sub: operator.sub,
         tirx.Mul: operator.mul,
-        tirx.FloorDiv: _floordiv,
+        tirx.FloorDiv: np.floor_divide,
         tirx.FloorMod: np.mod,  # numpy's mod has floor semantics, like TIR's floormod
         tirx.Div: _truncdiv,
         tirx.Mod: _truncmod,

@@ -65,11 +65,17 @@ def make_binder(name: str, signature: inspect.Signature, runtime_names: Sequence
 
 
 def make_shape_reader(runtime_names: Sequence[str], readers: Sequence[tuple[str, str, int]]) -> Callable:
-    """`reader(*runtime_values)` → the tuple of T.const values, e.g. (A.shape[0], B.shape[1])."""
-    parts = []
+    """`reader(*runtime_values)` → the tuple of T.const values, e.g. (A.shape[0], B.shape[1]).
+
+    Each tensor's shape is read once (every `.shape` builds a torch.Size).
+    """
+    lines, parts = [], []
+    for arg in dict.fromkeys(arg for arg, what, _ in readers if what == "shape"):
+        lines.append(f"    _{arg} = {arg}.shape\n")
     for arg, what, axis in readers:
-        parts.append(f"{arg}.shape[{axis}]" if what == "shape" else f"{arg}.stride({axis})")
-    source = f"def read({', '.join(runtime_names)}):\n    return ({''.join(p + ', ' for p in parts)})\n"
+        parts.append(f"_{arg}[{axis}]" if what == "shape" else f"{arg}.stride({axis})")
+    body = "".join(lines) + f"    return ({''.join(p + ', ' for p in parts)})\n"
+    source = f"def read({', '.join(runtime_names)}):\n{body}"
     namespace: dict[str, Any] = {}
     exec(compile(source, "<tilebench shape reader>", "exec"), namespace)
     return namespace["read"]
