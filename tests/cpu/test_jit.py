@@ -146,3 +146,12 @@ def test_pass_configs_reach_the_compiler():
     kernel = S.flashattn_fwd.compile(q, q, q, block_M=64, block_N=64, threads=128)
     assert "exp2" in kernel.cuda_source
     assert dict(S.flashattn_fwd.options.pass_configs)
+
+
+def test_kernel_artifacts_hold_everything_the_panels_need(eager_gemm):
+    art = eager_gemm.artifacts()
+    assert art is eager_gemm.artifacts()  # collected once
+    assert "wgmma" in art.cuda_source and art.tir and art.host_source
+    assert art.resources.registers_per_thread and art.resources.registers_per_thread > 0
+    fragments = [layout for layout in art.layouts if layout.kind == "fragment"]
+    assert fragments and fragments[0].thread_formula

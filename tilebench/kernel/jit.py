@@ -6,6 +6,7 @@ building readers) sits behind a cache miss.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -214,10 +215,8 @@ class JIT:
     def _remember(self, args: tuple, kwargs: dict, kernel: Kernel) -> Kernel:
         """Put a kernel compiled elsewhere (a worker) into the dispatch caches."""
         if self._mode == "lazy":
-            try:
+            with contextlib.suppress(TypeError):  # unhashable call forms are looked up the slow way
                 self._by_key.setdefault((args, tuple(sorted(kwargs.items()))), kernel)
-            except TypeError:
-                pass
             return kernel
         key, _ = self.elaborator.template_key(args, kwargs)
         return self._by_key.setdefault(key, kernel)
