@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import copy
 import ctypes
 import dataclasses
 import multiprocessing
@@ -26,6 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection, wait
+from multiprocessing.context import SpawnContext
 from typing import TYPE_CHECKING, Any, Literal
 
 from tilebench.compiler.options import CompileOptions
@@ -55,7 +57,7 @@ class CompileRequest:
         import tvm
 
         name = func.attrs["global_symbol"] if func.attrs and "global_symbol" in func.attrs else "kernel"
-        return cls(tvm.ir.save_json(func), dict(kwargs), label or str(name))
+        return cls(tvm.ir.save_json(func), copy.deepcopy(kwargs), label or str(name))
 
     def __call__(self) -> tuple[Status, str]:
         """Compile in this process, into tilelang's disk cache. Errors come back as text, never raised."""
@@ -65,7 +67,8 @@ class CompileRequest:
         import tvm
 
         try:
-            tl.compile(tvm.ir.load_json(self.tir_json), **self.kwargs)
+            # deepcopy: a disk-cache load rewrites out_idx in place ([-1] -> [2]), changing later cache keys.
+            tl.compile(tvm.ir.load_json(self.tir_json), **copy.deepcopy(self.kwargs))
         except Exception as exc:  # any compiler failure is data for the caller
             return "compile_error", readable_error(exc)
         return "ok", ""
@@ -110,13 +113,16 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def _worker_main(conn: Connection, parent_pid: int, cache_dir: str) -> None:
-    """Loop of a worker process: receive a CompileRequest, send (status, message, seconds)."""
+    """Loop of a worker process: receive a CompileRequest, send (status, message, seconds).
+
+    Only strings and a float go back: no exception object, so no traceback (or what it pins) is pickled.
+    """
     os.setsid()  # own process group, so a timeout can kill nvcc and other grandchildren with it
     _die_with_parent(parent_pid)
     from tilebench.compiler.runtime import tilelang
 
     tilelang()
-    os.environ["TILELANG_CACHE_DIR"] = cache_dir  # the parent's, even if its settings changed after spawn
+    os.environ["TILELANG_CACHE_DIR"] = cache_dir  # the pool's folder, whatever settings say in this process
     conn.send("ready")
     while True:
         try:
@@ -137,7 +143,7 @@ def _exit_reason(exitcode: int | None) -> str:
 class _Worker:
     """One worker process, its pipe, and the job it runs (if any)."""
 
-    def __init__(self, ctx: Any, cache_dir: str) -> None:
+    def __init__(self, ctx: SpawnContext, cache_dir: str) -> None:
         self.conn, child_conn = ctx.Pipe()
         args = (child_conn, os.getpid(), cache_dir)
         self.process = ctx.Process(target=_worker_main, args=args, daemon=True, name="tilebench-compile")
@@ -163,15 +169,12 @@ class _Worker:
         self.conn.close()
 
 
-def _available_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 class CompilePool:
     """Warm worker processes that compile CompileRequests in parallel; workers start on first use."""
 
     def __init__(self, num_workers: int | None = None, timeout: float = 300) -> None:
-        self.num_workers = num_workers or _available_cores()
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        self.num_workers = num_workers or cores or 1
         self.timeout = timeout
         self._ctx = multiprocessing.get_context("spawn")
         self._workers: list[_Worker] = []
@@ -258,16 +261,17 @@ class CompilePool:
                     status, message, seconds = reply
                     yield CompileOutcome(status, message, seconds, index, label)
                 else:
-                    yield from self._fail(worker, pending, "crash", _exit_reason(worker.process.exitcode))
+                    yield from self._fail(worker, pending, "crash")
             elif now >= worker.deadline:
                 took = f"{worker.deadline - worker.started:g} s"
                 message = f"compile took longer than {took}" if worker.job else f"no start within {took}"
                 yield from self._fail(worker, pending, "timeout", f"{message}; worker killed")
 
     def _fail(
-        self, worker: _Worker, pending: _Pending, status: Status, message: str
+        self, worker: _Worker, pending: _Pending, status: Status, message: str = ""
     ) -> Iterator[CompileOutcome]:
         self._retire(worker)
+        message = message or _exit_reason(worker.process.exitcode)  # known once retire has joined it
         if worker.job:
             index, label = worker.job
             yield CompileOutcome(status, message, time.monotonic() - worker.started, index, label)
@@ -305,7 +309,8 @@ def compile_in_pool(
 ) -> list[CompileOutcome]:
     """Compile funcs into tilelang's disk cache in worker processes; outcomes come back in input order.
 
-    Load each ok one with ``tilelang.compile(func, **options.tilelang_kwargs(target))``: a disk-cache hit.
+    Load each ok one with ``tilelang.compile(func, **options.tilelang_kwargs(target))``: a disk-cache hit
+    (build the kwargs afresh for each call: tilelang's cache load edits a negative ``out_idx`` list in place).
     Uses ``pool``, else the shared pool, else (when num_workers differs from it) a pool for this call only.
     """
     resolved = resolve_target(target if target is not None else options.target_dict_or_str())
@@ -317,10 +322,11 @@ def compile_in_pool(
     pool = pool or CompilePool(num_workers)
     outcomes: list[CompileOutcome | None] = [None] * len(requests)
     try:
-        for outcome in pool.submit_many(requests, timeout=timeout):
-            outcomes[outcome.index] = outcome
-            if on_outcome is not None:
-                on_outcome(outcome)
+        with contextlib.closing(pool.submit_many(requests, timeout=timeout)) as finished:
+            for outcome in finished:
+                outcomes[outcome.index] = outcome
+                if on_outcome is not None:
+                    on_outcome(outcome)
     finally:
         if own:
             pool.close()

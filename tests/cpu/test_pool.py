@@ -1,0 +1,115 @@
+"""The compile pool with real tilelang compiles (sm_90a, no GPU): parallel, cached, and crash-isolated."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+from kernels import SM90A, gemm
+
+from tilebench.compiler.options import CompileOptions
+from tilebench.compiler.pool import CompilePool, CompileRequest, compile_in_pool, shared_pool
+from tilebench.compiler.runtime import prepare_environment, tilelang, tilelang_cache_dir
+from tilebench.config import settings
+
+OPTIONS = CompileOptions.create(out_idx=[-1])
+KWARGS = OPTIONS.tilelang_kwargs(SM90A)
+
+
+def scaled_add(N: int, block: int, scale: float):
+    """C = A + B * scale; the scale keeps the CUDA source (and so nvcc's work) distinct per kernel."""
+    T = tilelang().language
+
+    @T.prim_func
+    def scaled_add(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                C[bx * block + i] = A[bx * block + i] + B[bx * block + i] * T.float32(scale)
+
+    return scaled_add
+
+
+def cached_kernels() -> set[str]:
+    return {p.name for p in tilelang_cache_dir().glob("*/*/kernels/*")}
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    """Two warm workers shared by this module's tests, over an empty kernel cache."""
+    with settings.scope(TILEBENCH_CACHE_DIR=str(tmp_path_factory.mktemp("pool-cache"))):
+        prepare_environment()
+        with CompilePool(num_workers=2, timeout=120) as pool:
+            yield pool
+    prepare_environment()
+
+
+def test_compiles_in_parallel_into_the_cache_the_parent_then_hits(pool):
+    funcs = [scaled_add(1024 * (i + 1), block, 1.5 + i) for i, block in enumerate((64, 128, 256))]
+    seen = []
+    outcomes = compile_in_pool(funcs, OPTIONS, SM90A, pool=pool, on_outcome=seen.append)
+    assert [o.status for o in outcomes] == ["ok"] * 3, [o.message for o in outcomes]
+    assert [o.index for o in outcomes] == [0, 1, 2] and sorted(o.index for o in seen) == [0, 1, 2]
+    assert len(pool.pids) == 2 and all(os.getpgid(pid) == pid for pid in pool.pids)
+    compiled = cached_kernels()
+    assert len(compiled) == 3
+    for func in funcs:
+        start = time.perf_counter()
+        tilelang().compile(func, **OPTIONS.tilelang_kwargs(SM90A))  # fresh: tilelang edits out_idx in place
+        assert time.perf_counter() - start < 0.5  # a cold compile of these takes seconds
+    assert cached_kernels() == compiled  # the parent only loaded
+
+
+def test_compile_errors_are_outcomes_with_the_compiler_message(pool):
+    bad_partition = gemm(256, 256, 64, block_M=128, block_N=256, block_K=64, num_stages=1, threads=384)
+    requests = [
+        CompileRequest.from_func(bad_partition, KWARGS),
+        CompileRequest.from_func(scaled_add(2048, 128, 7.0), {**KWARGS, "compile_flags": ["--bogus-flag"]}),
+    ]
+    outcomes = sorted(pool.submit_many(requests), key=lambda o: o.index)
+    assert [o.status for o in outcomes] == ["compile_error", "compile_error"]
+    assert "No valid warp partition for T.gemm" in outcomes[0].message
+    assert "Unknown option '--bogus-flag'" in outcomes[1].message
+    assert "#include" not in outcomes[1].message  # not the generated source tilelang puts before nvcc's error
+
+
+def test_a_compile_over_its_timeout_is_killed_and_the_pool_goes_on(pool):
+    old_pids = set(pool.pids)
+    [outcome] = pool.submit_many([CompileRequest.from_func(scaled_add(3072, 64, 9.0), KWARGS)], timeout=0.01)
+    assert outcome.status == "timeout" and "longer than 0.01 s" in outcome.message
+    killed = old_pids - set(pool.pids)
+    assert len(killed) == 1
+    with pytest.raises(ProcessLookupError):
+        os.killpg(killed.pop(), 0)  # the whole process group is gone
+    [outcome] = pool.submit_many([CompileRequest.from_func(scaled_add(3072, 64, 9.0), KWARGS)])
+    assert outcome.status == "ok", outcome.message
+
+
+def test_a_worker_that_dies_mid_compile_is_a_crash_and_the_pool_goes_on(pool):
+    def kill_workers():
+        for pid in pool.pids:
+            os.kill(pid, signal.SIGKILL)
+
+    slow = gemm(256, 256, 256, block_M=128, block_N=128, block_K=32, num_stages=2, threads=128)  # ~4 s cold
+    killer = threading.Timer(1.0, kill_workers)
+    killer.start()
+    [outcome] = pool.submit_many([CompileRequest.from_func(slow, KWARGS)])
+    killer.join()
+    assert outcome.status == "crash" and "SIGKILL" in outcome.message
+    [outcome] = pool.submit_many([CompileRequest.from_func(scaled_add(4096, 128, 11.0), KWARGS)])
+    assert outcome.status == "ok", outcome.message
+
+
+def test_close_stops_the_workers(pool):
+    pids = pool.pids
+    assert pids
+    pool.close()
+    assert pool.pids == []
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_shared_pool_is_one_lazy_pool():
+    assert shared_pool() is shared_pool()
+    assert shared_pool().num_workers == len(os.sched_getaffinity(0))
