@@ -21,8 +21,9 @@ def compile_all(
     from tilebench.compiler.pool import compile_in_pool
 
     target = resolve_target(options.target_dict_or_str())
+    report = (lambda outcome: on_done(outcome.index, outcome)) if on_done else None
     outcomes = compile_in_pool(
-        list(prim_funcs), options, target, num_workers=num_workers, timeout=timeout, on_outcome=on_done
+        list(prim_funcs), options, target, num_workers=num_workers, timeout=timeout, on_outcome=report
     )
     results: list[Build | CompileError] = []
     for prim_func, outcome in zip(prim_funcs, outcomes):
