@@ -272,3 +272,17 @@ def flashattn_fwd(
             acc_o[i, j] /= logsum[i]
         T.copy(acc_o, Output[bz, bx * block_M : (bx + 1) * block_M, by, :])
     return Output
+
+
+@tb.jit
+def dyn_annot(A: T.ptr, is_2d=False):
+    if is_2d:
+        M, N = T.const("M, N")
+        A = T.match_buffer(A, [M, N], T.float32)
+        with T.Kernel(1) as _:
+            A[0, 0] = 1.0
+    else:
+        L = T.const("L")
+        A = T.match_buffer(A, [L], T.float32)
+        with T.Kernel(1) as _:
+            A[0] = 1.0

@@ -155,3 +155,9 @@ def test_kernel_artifacts_hold_everything_the_panels_need(eager_gemm):
     assert art.resources.registers_per_thread and art.resources.registers_per_thread > 0
     fragments = [layout for layout in art.layouts if layout.kind == "fragment"]
     assert fragments and fragments[0].thread_formula
+
+
+def test_pointer_with_match_buffer_in_the_body_as_in_seed_002():
+    two_d = S.dyn_annot.compile(tb.place(64, 96, dtype="float32"), is_2d=True)
+    one_d = S.dyn_annot.compile(tb.place(64, dtype="float32"))
+    assert two_d.specs[0].shape == (64, 96) and one_d.specs[0].shape == (64,)

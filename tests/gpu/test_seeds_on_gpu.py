@@ -111,3 +111,9 @@ def test_bad_calls_name_the_argument_and_never_launch(make, match):
     assert "'A'" in str(info.value)
     torch.cuda.synchronize()  # the context is healthy: no fault was launched
     close(kernel(A, B), (A @ B).float())
+
+
+def test_pointer_with_match_buffer_writes_through():
+    A = torch.zeros(64, 96, device="cuda")
+    S.dyn_annot(A, is_2d=True)
+    assert A[0, 0].item() == 1.0 and A.sum().item() == 1.0
