@@ -33,19 +33,11 @@ def per_call_us(fn, loops: int = LOOPS) -> float:
     return best
 
 
-def main() -> None:
-    import tilelang
-
-    report = Report("dispatch", "Per-call time (us), 10,000-call loops; overhead = minus torch")
-    x = torch.randn(1 << 20, dtype=torch.float16, device="cuda")
-    y = torch.randn(1 << 20, dtype=torch.float16, device="cuda")
-    tb_add = S.vector_add(1 << 20)
-    tl_add = tb_add.jit_kernel  # tilelang's own JITKernel for the very same binary
-    torch_us = per_call_us(lambda: x + y)
-    tl_us = per_call_us(lambda: tl_add(x, y))
-    tb_us = per_call_us(lambda: tb_add(x, y))
+def compare(report: Report, case: str, torch_fn, tilelang_fn, tilebench_fn) -> None:
+    """One row: per-call microseconds of the three, and each one's overhead over torch."""
+    torch_us, tl_us, tb_us = (per_call_us(fn) for fn in (torch_fn, tilelang_fn, tilebench_fn))
     report.row(
-        case="vector add 1M fp16 (lazy)",
+        case=case,
         torch=torch_us,
         tilelang=tl_us,
         tilebench=tb_us,
@@ -54,24 +46,24 @@ def main() -> None:
         target_over=1.5,
     )
 
+
+def main() -> None:
+    import tilelang
+
+    report = Report("dispatch", "Per-call time (us), 10,000-call loops; overhead = minus torch")
+    x = torch.randn(1 << 20, dtype=torch.float16, device="cuda")
+    y = torch.randn(1 << 20, dtype=torch.float16, device="cuda")
+    tb_add = S.vector_add(1 << 20)
+    tl_add = tb_add.jit_kernel  # tilelang's own JITKernel for the very same binary
+    compare(report, "vector add 1M fp16 (lazy)", lambda: x + y, lambda: tl_add(x, y), lambda: tb_add(x, y))
+
     A = torch.randn(1024, 512, dtype=torch.float16, device="cuda")
     B = torch.randn(512, 256, dtype=torch.float16, device="cuda")
-    import tilelang.language as T
-
     tl_gemm = tilelang.jit(S.gemm._func)  # tilelang's eager JIT on the same function
     tl_gemm(A, B)
     S.gemm(A, B)
-    torch_us = per_call_us(lambda: A @ B)
-    tl_us = per_call_us(lambda: tl_gemm(A, B))
-    tb_us = per_call_us(lambda: S.gemm(A, B))
-    report.row(
-        case="GEMM 1024x512x256 fp16 (eager)",
-        torch=torch_us,
-        tilelang=tl_us,
-        tilebench=tb_us,
-        tilelang_over=tl_us - torch_us,
-        tilebench_over=tb_us - torch_us,
-        target_over=1.5,
+    compare(
+        report, "GEMM 1024x512x256 fp16 (eager)", lambda: A @ B, lambda: tl_gemm(A, B), lambda: S.gemm(A, B)
     )
 
     tl_key = per_call_us(lambda: tl_gemm.parse_cache_key(A, B), 100_000)
@@ -85,7 +77,6 @@ def main() -> None:
         tilebench_over=tb_key,
         target_over=0.3,
     )
-    del T
     report.note(
         "tilelang's parse_cache_key hashes the call form only; tilebench's reads the T.const dims too"
     )

@@ -43,9 +43,3 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(__all__)
 
-
-def load_ipython_extension(ipython: Any) -> None:
-    """`%load_ext tilebench` registers the %%tilelang and %tilebench magics."""
-    from tilebench.magic import register
-
-    register(ipython)

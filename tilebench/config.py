@@ -72,20 +72,20 @@ class Settings:
         """Set environment variables (None unsets) for a block, re-reading settings inside and after."""
         saved = {name: os.environ.get(name) for name in env}
         try:
-            for name, value in env.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+            _set_environment(env)
             self.reload()
             yield self
         finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+            _set_environment(saved)
             self.reload()
+
+
+def _set_environment(values: dict[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 settings = Settings()
