@@ -117,3 +117,11 @@ def test_pointer_with_match_buffer_writes_through():
     A = torch.zeros(64, 96, device="cuda")
     S.dyn_annot(A, is_2d=True)
     assert A[0, 0].item() == 1.0 and A.sum().item() == 1.0
+
+
+def test_artifacts_on_the_gpu_machine_include_sass_and_resources():
+    kernel = S.matmul(1024, 1024, 1024)
+    art = kernel.artifacts()
+    assert art.sass and ("HGMMA" in art.sass or "GMMA" in art.sass), art.errors.get("sass")
+    assert art.resources.registers_per_thread and art.resources.threads_per_block == 256
+    assert any(layout.kind == "fragment" for layout in art.layouts)
