@@ -170,9 +170,9 @@ def collect_artifacts(
     if ptxas and result.ptx and result.arch:
         with _step("ptxas", timings, errors):
             _apply_ptxas(result.resources, _run_ptxas(result.ptx, result.arch), kernel)
-    if sass and cubin is not None:
+    if sass:
         with _step("sass", timings, errors):
-            result.sass = disassemble(cubin)
+            result.sass = _sass(cubin, _library_path(jit_kernel))
     _finish_resources(result.resources, result.arch, errors)
     timings["total"] = time.perf_counter() - started
     return result
@@ -353,9 +353,10 @@ def _cuda_elf_size(blob: bytes, start: int) -> int | None:
     (machine,) = struct.unpack_from("<H", blob, start + 0x12)
     if machine != EM_CUDA:
         return None
-    (shoff,) = struct.unpack_from("<Q", blob, start + 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", blob, start + 0x3A)
-    end = shoff + shentsize * shnum
+    phoff, shoff = struct.unpack_from("<QQ", blob, start + 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", blob, start + 0x36)
+    # Program headers may follow the section header table; the ELF ends after whichever is last.
+    end = max(shoff + shentsize * shnum, phoff + phentsize * phnum)
     return end if start + end <= len(blob) else None
 
 
@@ -531,6 +532,23 @@ def _nvcc_ptx(cuda_source: str, arch: str, compile_flags: list[str]) -> str:
 
     with Target({"kind": "cuda", "arch": arch}):
         return nvcc.get_ptx_from_source(cuda_source, compile_flags=compile_flags or None)
+
+
+def _sass(cubin: bytes | None, library: str | None) -> str:
+    """Disassemble the extracted cubin; failing that, let cuobjdump read the host library itself."""
+    failures = []
+    if cubin is not None:
+        try:
+            return disassemble(cubin)
+        except (RuntimeError, FileNotFoundError) as exc:
+            failures.append(str(exc))
+    cuobjdump = find_cuda_tool("cuobjdump")
+    if cuobjdump and library:
+        try:
+            return _run([cuobjdump, "--dump-sass", library])
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            failures.append(str(exc))
+    raise RuntimeError("; ".join(failures) or "no cubin and no cuobjdump to read the library with")
 
 
 def disassemble(cubin: bytes) -> str:
