@@ -20,22 +20,29 @@ LOOPS = 10_000
 
 
 def per_call_us(fn, loops: int = LOOPS) -> float:
-    for _ in range(100):
-        fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(loops):
+    return per_call_us_each([fn], loops)[0]
+
+
+def per_call_us_each(fns, loops: int = LOOPS, rounds: int = 5) -> list[float]:
+    """Best per-call time of each function, measured in interleaved rounds so drift hits all alike."""
+    for fn in fns:
+        for _ in range(100):
             fn()
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - start) / loops * 1e6)
+    torch.cuda.synchronize()
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for index, fn in enumerate(fns):
+            start = time.perf_counter()
+            for _ in range(loops):
+                fn()
+            torch.cuda.synchronize()
+            best[index] = min(best[index], (time.perf_counter() - start) / loops * 1e6)
     return best
 
 
 def compare(report: Report, case: str, torch_fn, tilelang_fn, tilebench_fn) -> None:
     """One row: per-call microseconds of the three, and each one's overhead over torch."""
-    torch_us, tl_us, tb_us = (per_call_us(fn) for fn in (torch_fn, tilelang_fn, tilebench_fn))
+    torch_us, tl_us, tb_us = per_call_us_each([torch_fn, tilelang_fn, tilebench_fn])
     report.row(
         case=case,
         torch=torch_us,
@@ -50,7 +57,9 @@ def compare(report: Report, case: str, torch_fn, tilelang_fn, tilebench_fn) -> N
 def main() -> None:
     import tilelang
 
-    report = Report("dispatch", "Per-call time (us), 10,000-call loops; overhead = minus torch")
+    report = Report(
+        "dispatch", "Per-call time (us), best of 5 interleaved 10,000-call loops; overhead = minus torch"
+    )
     x = torch.randn(1 << 20, dtype=torch.float16, device="cuda")
     y = torch.randn(1 << 20, dtype=torch.float16, device="cuda")
     tb_add = S.vector_add(1 << 20)
@@ -66,8 +75,9 @@ def main() -> None:
         report, "GEMM 1024x512x256 fp16 (eager)", lambda: A @ B, lambda: tl_gemm(A, B), lambda: S.gemm(A, B)
     )
 
-    tl_key = per_call_us(lambda: tl_gemm.parse_cache_key(A, B), 100_000)
-    tb_key = per_call_us(lambda: S.gemm.parse_cache_key(A, B), 100_000)
+    tl_key, tb_key = per_call_us_each(
+        [lambda: tl_gemm.parse_cache_key(A, B), lambda: S.gemm.parse_cache_key(A, B)], 100_000
+    )
     report.row(
         case="parse_cache_key (eager GEMM)",
         torch=0.0,
