@@ -19,10 +19,6 @@ from _report import Report  # noqa: E402
 LOOPS = 10_000
 
 
-def per_call_us(fn, loops: int = LOOPS) -> float:
-    return per_call_us_each([fn], loops)[0]
-
-
 def per_call_us_each(fns, loops: int = LOOPS, rounds: int = 5) -> list[float]:
     """Best per-call time of each function, measured in interleaved rounds so drift hits all alike."""
     for fn in fns:
