@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -90,17 +89,3 @@ def write_debug_files(root: Path, name: str, prim_func: Any, jit_kernel: Any) ->
     root.mkdir(parents=True, exist_ok=True)
     (root / f"tilelang_jit_kernel_{name}.cu").write_text(jit_kernel.get_kernel_source())
     (root / f"tilelang_jit_program_{name}.py").write_text(prim_func.script())
-
-
-def tilelang_version() -> str:
-    return str(getattr(tilelang(), "__version__", "unknown"))
-
-
-def cache_files(root: Path) -> tuple[int, int]:
-    """(kernel entries, bytes) under tilelang's cache folder."""
-    entries, size = 0, 0
-    for folder, _dirs, files in os.walk(root):
-        if os.path.basename(os.path.dirname(folder)) == "kernels":
-            entries += 1
-        size += sum(os.path.getsize(os.path.join(folder, f)) for f in files)
-    return entries, size

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+from pathlib import Path
 
-from tilebench.compiler.build import cache_files
 from tilebench.compiler.runtime import tilelang, tilelang_cache_dir
 
 
@@ -25,3 +26,13 @@ def clear_tilelang_caches() -> None:
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True, mode=0o700)
+
+
+def cache_files(root: Path) -> tuple[int, int]:
+    """(kernel entries, bytes) under tilelang's cache folder."""
+    entries, size = 0, 0
+    for folder, _dirs, files in os.walk(root):
+        if os.path.basename(os.path.dirname(folder)) == "kernels":
+            entries += 1
+        size += sum(os.path.getsize(os.path.join(folder, f)) for f in files)
+    return entries, size

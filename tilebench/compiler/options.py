@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 from typing import Any
 
 from tilebench.config import settings
@@ -80,13 +79,6 @@ class CompileOptions:
             debug_root_path=debug_root_path,
         )
 
-    def replace(self, **changes: Any) -> CompileOptions:
-        merged = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        merged["pass_configs"] = dict(self.pass_configs)
-        merged["target"] = self.target_dict_or_str()
-        merged.update(changes)
-        return CompileOptions.create(**merged)
-
     def target_dict_or_str(self) -> Any:
         return dict(self.target) if isinstance(self.target, tuple) else self.target
 
@@ -100,18 +92,4 @@ class CompileOptions:
             verbose=settings.verbose if self.verbose is None else self.verbose,
             pass_configs=dict(self.pass_configs) or None,
             compile_flags=list(self.compile_flags) or None,
-        )
-
-    def key(self) -> str:
-        """Stable text of everything that changes the binary (debug path excluded)."""
-        return json.dumps(
-            [
-                self.out_idx,
-                self.target,
-                str(self.target_host),
-                self.execution_backend or settings.execution_backend,
-                [(k, str(v)) for k, v in self.pass_configs],
-                self.compile_flags,
-            ],
-            default=str,
         )

@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tilebench.compiler.build import Build, CompileError, compile_primfunc, is_prim_func
+from tilebench.compiler.build import CompileError, compile_primfunc, is_prim_func, kernel_name
 from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.targets import describe_target, resolve_target
 from tilebench.compiler.timing import time_call
@@ -250,8 +250,6 @@ class JIT:
 
 
 def _prim_func_name(func: Any) -> str:
-    from tilebench.compiler.build import kernel_name
-
     return kernel_name(func) if is_prim_func(func) else "kernel"
 
 
@@ -322,4 +320,4 @@ def live_jits() -> list[JIT]:
     return list(_LIVE)
 
 
-__all__ = ["JIT", "Build", "compile", "jit", "live_jits"]
+__all__ = ["JIT", "compile", "jit", "live_jits"]
