@@ -71,7 +71,7 @@ else
 endif
 
 lab: venv ## JupyterLab on notebooks/ (tilebench's cache at its default place)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 gpu-check: ## on the GPU machine: tests/gpu, notebooks, benchmarks, then a summary (plain python3, no installs)
 	python3 scripts/gpu_check.py $(GPU_CHECK_ARGS)
