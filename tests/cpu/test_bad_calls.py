@@ -90,6 +90,14 @@ def test_no_tensor_kernel_reports_compile_only():
     assert isinstance(diagnose("k", specs, ("3",), "cuda"), TypeError)
 
 
+def test_integer_addresses_are_taken_for_static_shapes_only():
+    static = (ParamSpec("A", "tensor", "float16", (1024, 512)),)
+    assert diagnose("k", static, (0x7F0000000000,), "cuda") is None
+    dynamic = (ParamSpec("A", "tensor", "float16", ("N",)),)
+    problem = diagnose("k", dynamic, (0x7F0000000000,), "cuda")
+    assert isinstance(problem, TypeError) and "'A'" in str(problem) and "not static" in str(problem)
+
+
 def test_symbolic_dims_must_agree():
     specs = (ParamSpec("A", "tensor", "float16", ("N",)), ParamSpec("B", "tensor", "float16", ("N",)))
     problem = diagnose("add", specs, (torch.zeros(8).half(), torch.zeros(9).half()), "c")
@@ -107,12 +115,14 @@ DTYPES = [torch.float16, torch.float32, torch.bfloat16, torch.int32, torch.int8]
     dtype_a=st.sampled_from(DTYPES),
     dtype_b=st.sampled_from(DTYPES),
     transpose=st.booleans(),
-    kind=st.sampled_from(["tensor", "int", "none", "list", "placeholder"]),
+    kind=st.sampled_from(["tensor", "null", "float", "none", "list", "placeholder"]),
 )
 def test_fuzz_bad_calls_raise_clear_errors(matmul, shape_a, shape_b, dtype_a, dtype_b, transpose, kind):
     def make(shape, dtype):
-        if kind == "int":
-            return 7
+        if kind == "null":
+            return 0  # a null address (a positive int is taken as a device pointer)
+        if kind == "float":
+            return 7.5
         if kind == "none":
             return None
         if kind == "list":

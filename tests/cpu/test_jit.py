@@ -39,6 +39,19 @@ def test_parse_cache_key_holds_compile_values_and_shapes(eager_gemm):
     assert S.gemm.parse_cache_key(*A_B(2048)) != key
 
 
+def test_one_frame_key_parser_agrees_with_the_slow_path():
+    gemm = tb.jit(S.gemm._func)  # a fresh JIT: the parser is installed by its first real-tensor call
+    A, B = torch.empty(1024, 512, dtype=torch.float16), torch.empty(512, 256, dtype=torch.float16)
+    calls = [((A, B), {}), ((A, B), {"block_M": 64}), ((A[:, :256], B[:256]), {}), ((A, B), {"M": 1024})]
+    slow = [gemm.parse_cache_key(*a, **k) for a, k in calls]
+    gemm.compile(A, B)
+    assert "parse_cache_key" in vars(gemm)
+    assert [gemm.parse_cache_key(*a, **k) for a, k in calls] == slow
+    assert len(set(slow[:3])) == 3
+    gemm.cache_clear()
+    assert "parse_cache_key" not in vars(gemm)
+
+
 def test_partial_const_args_is_the_cache_key_and_compiles_to_the_same_kernel(eager_gemm):
     partial = S.gemm.partial(*A_B())
     assert partial.const_args == S.gemm.parse_cache_key(*A_B())

@@ -59,6 +59,8 @@ def test_parameters_as_annotations_and_pointer_kernel():
     A, B = randn(1024, 512), randn(512, 256)
     close(S.gemm_params(A, B, 1024, 256, 512), (A @ B).float())
     close(S.gemm_ptr(A, B, 1024, 256, 512), (A @ B).float())
+    # seed 001's own call: integer device addresses from data_ptr()
+    close(S.gemm_ptr(A.data_ptr(), B.data_ptr(), 1024, 256, 512), (A @ B).float())
 
 
 def test_macros():

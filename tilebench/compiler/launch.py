@@ -4,7 +4,7 @@ tilelang's adapter loops over parameters, resolves output shapes and checks devi
 Here that work happens once: the generated `__call__` passes the inputs straight to the TVM-FFI
 executable, which checks dtypes, shapes and devices in C before launching and allocates outputs
 itself (the callee-allocated output ABI). Only when the executable refuses a call does Python look
-at the arguments again, to say which one is wrong (`_launch_failed`).
+at the arguments again, to say which one is wrong (`Kernel._refused`).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def fast_call(jit_kernel: Any, specs: tuple[ParamSpec, ...]) -> Callable[..., An
         f"    try:\n"
         f"        return {result}\n"
         f"    except Exception as _exc:\n"
-        f"        raise self._launch_failed(({args}{',' if len(names) == 1 else ''}), _exc) from _exc\n"
+        f"        return self._refused(({args}{',' if len(names) == 1 else ''}), _exc)\n"
     )
     exec(
         compile(
@@ -85,6 +85,6 @@ def generic_call(jit_kernel: Any) -> Callable[..., Any]:
         try:
             return jit_kernel(*args)
         except Exception as exc:
-            raise self._launch_failed(args, exc) from exc
+            return self._refused(args, exc)
 
     return __call__

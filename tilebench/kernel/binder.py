@@ -26,15 +26,12 @@ def freeze_key(values: Sequence[Any]) -> tuple:
     return tuple(_freeze(v) for v in values)
 
 
-def make_binder(name: str, signature: inspect.Signature, runtime_names: Sequence[str]) -> Binder | None:
-    """A function with the kernel's own signature returning (compile-time values, runtime values).
-
-    Extra keyword arguments (tilelang lets them bind T.const symbols) join the compile-time values.
-    Returns None for signatures it cannot reproduce (*args).
-    """
-    if not name.isidentifier():
-        name = "kernel"
-    params, namespace = [], {"_freeze": freeze_key}
+def _mirror_signature(
+    signature: inspect.Signature, runtime_names: Sequence[str]
+) -> tuple[list[str], dict[str, Any], list[str]] | None:
+    """Parameter text reproducing `signature` (+ `**_extra`), its defaults, and the compile-time names."""
+    params: list[str] = []
+    namespace: dict[str, Any] = {"_freeze": freeze_key}
     compile_names, seen_keyword_only = [], False
     for index, param in enumerate(signature.parameters.values()):
         if param.kind in (param.VAR_POSITIONAL, param.POSITIONAL_ONLY):
@@ -52,16 +49,78 @@ def make_binder(name: str, signature: inspect.Signature, runtime_names: Sequence
         if param.name not in runtime_names:
             compile_names.append(param.name)
     params.append("**_extra")
+    return params, namespace, compile_names
+
+
+def _tuple_text(items: Sequence[str]) -> str:
+    return "(" + "".join(f"{item}, " for item in items) + ")"
+
+
+def _define(source: str, namespace: dict[str, Any], name: str, label: str) -> Callable:
+    exec(compile(source, f"<tilebench {label}>", "exec"), namespace)
+    return namespace[name]
+
+
+def make_binder(name: str, signature: inspect.Signature, runtime_names: Sequence[str]) -> Binder | None:
+    """A function with the kernel's own signature returning (compile-time values, runtime values).
+
+    Extra keyword arguments (tilelang lets them bind T.const symbols) join the compile-time values.
+    Returns None for signatures it cannot reproduce (*args).
+    """
+    if not name.isidentifier():
+        name = "kernel"
+    mirrored = _mirror_signature(signature, runtime_names)
+    if mirrored is None:
+        return None
+    params, namespace, compile_names = mirrored
     compile_tuple = "".join(f"{n}, " for n in compile_names)
-    runtime_tuple = "".join(f"{n}, " for n in runtime_names)
+    runtime_tuple = _tuple_text(runtime_names)
     source = (
         f"def {name}({', '.join(params)}):\n"
         f"    if _extra:\n"
-        f"        return ({compile_tuple}_freeze(sorted(_extra.items()))), ({runtime_tuple})\n"
-        f"    return ({compile_tuple}), ({runtime_tuple})\n"
+        f"        return ({compile_tuple}_freeze(sorted(_extra.items()))), {runtime_tuple}\n"
+        f"    return ({compile_tuple}), {runtime_tuple}\n"
     )
-    exec(compile(source, f"<tilebench binder {name}>", "exec"), namespace)
-    return namespace[name]
+    return _define(source, namespace, name, f"binder {name}")
+
+
+def _shape_reads(readers: Sequence[tuple[str, str, int]]) -> tuple[list[str], list[str]]:
+    """Statements binding each tensor's shape once, and the expression of every T.const value."""
+    lines = [
+        f"    _{arg} = {arg}.shape\n" for arg in dict.fromkeys(a for a, what, _ in readers if what == "shape")
+    ]
+    parts = [f"_{arg}[{axis}]" if what == "shape" else f"{arg}.stride({axis})" for arg, what, axis in readers]
+    return lines, parts
+
+
+def make_key_parser(
+    signature: inspect.Signature,
+    runtime_names: Sequence[str],
+    compile_values: tuple,
+    readers: Sequence[tuple[str, str, int]],
+    slow: Callable[..., tuple],
+) -> Callable[..., tuple] | None:
+    """`parse_cache_key` in one frame for the calls of one template (these compile-time values).
+
+    Other calls (another template, extra keywords) go to `slow`. The compile-time values are compared
+    as a tuple, which checks identity first, so the defaults cost almost nothing.
+    """
+    mirrored = _mirror_signature(signature, runtime_names)
+    if mirrored is None:
+        return None
+    params, namespace, compile_names = mirrored
+    namespace.update(_known=compile_values, _slow=slow)
+    names = [p.name for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
+    forward = ", ".join([*(f"{n}={n}" for n in names), "**_extra"])
+    lines, parts = _shape_reads(readers)
+    source = (
+        f"def parse_cache_key({', '.join(params)}):\n"
+        f"    if _extra or {_tuple_text(compile_names)} != _known:\n"
+        f"        return _slow({forward})\n"
+        + "".join(lines)
+        + f"    return {_tuple_text([*compile_names, *parts])}\n"
+    )
+    return _define(source, namespace, "parse_cache_key", "key parser")
 
 
 def make_shape_reader(runtime_names: Sequence[str], readers: Sequence[tuple[str, str, int]]) -> Callable:
@@ -69,13 +128,8 @@ def make_shape_reader(runtime_names: Sequence[str], readers: Sequence[tuple[str,
 
     Each tensor's shape is read once (every `.shape` builds a torch.Size).
     """
-    lines, parts = [], []
-    for arg in dict.fromkeys(arg for arg, what, _ in readers if what == "shape"):
-        lines.append(f"    _{arg} = {arg}.shape\n")
-    for arg, what, axis in readers:
-        parts.append(f"_{arg}[{axis}]" if what == "shape" else f"{arg}.stride({axis})")
-    body = "".join(lines) + f"    return ({''.join(p + ', ' for p in parts)})\n"
-    source = f"def read({', '.join(runtime_names)}):\n{body}"
-    namespace: dict[str, Any] = {}
-    exec(compile(source, "<tilebench shape reader>", "exec"), namespace)
-    return namespace["read"]
+    lines, parts = _shape_reads(readers)
+    source = (
+        f"def read({', '.join(runtime_names)}):\n" + "".join(lines) + f"    return {_tuple_text(parts)}\n"
+    )
+    return _define(source, {}, "read", "shape reader")

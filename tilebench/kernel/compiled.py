@@ -8,6 +8,7 @@ from tilebench.compiler.build import Build
 from tilebench.compiler.launch import fast_call, generic_call
 from tilebench.compiler.runtime import has_gpu
 from tilebench.compiler.timing import NoDeviceError, time_call
+from tilebench.kernel.pointers import tensors_for_addresses
 from tilebench.kernel.validate import diagnose
 
 
@@ -46,8 +47,15 @@ class Kernel:
             "but running it needs a GPU"
         )
 
-    def _launch_failed(self, args: tuple, error: BaseException) -> BaseException:
-        return diagnose(self.name, self.specs, args, self.build.device_kind) or error
+    def _refused(self, args: tuple, error: Exception) -> Any:
+        """The executable refused this call: retry integer device pointers as tensors, else say why."""
+        retried = tensors_for_addresses(self.specs, args)
+        if retried is not None:
+            return self(*retried)
+        problem = diagnose(self.name, self.specs, args, self.build.device_kind)
+        if problem is None:
+            raise error
+        raise problem from error
 
     # --- what the compiler made -------------------------------------------------------------
 

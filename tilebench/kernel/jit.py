@@ -15,7 +15,7 @@ from tilebench.compiler.build import CompileError, compile_primfunc, is_prim_fun
 from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.targets import describe_target, resolve_target
 from tilebench.compiler.timing import time_call
-from tilebench.kernel.binder import freeze_key, make_binder, make_shape_reader
+from tilebench.kernel.binder import freeze_key, make_binder, make_key_parser, make_shape_reader
 from tilebench.kernel.compiled import Kernel, PartialKernel
 from tilebench.kernel.placeholders import is_placeholder
 
@@ -143,7 +143,22 @@ class JIT:
             reader = make_shape_reader(self._runtime_names, readers)
             entry = self._templates.setdefault(compile_values, (reader, {}))
             entry[1][reader(*runtime)] = kernel
+            if "parse_cache_key" not in self.__dict__:
+                self._install_key_parser(compile_values, readers)
         return kernel, runtime
+
+    def _install_key_parser(self, compile_values: tuple, readers: list) -> None:
+        """Shadow `parse_cache_key` with a one-frame version for the first template seen."""
+        parser = make_key_parser(
+            self.elaborator.signature,
+            self._runtime_names,
+            compile_values,
+            readers,
+            JIT.parse_cache_key.__get__(self),
+        )
+        if parser is not None:
+            parser.__doc__ = JIT.parse_cache_key.__doc__
+            self.__dict__["parse_cache_key"] = parser
 
     def _compile_key(self, key: Any, args: tuple, kwargs: dict) -> Kernel:
         kernel = self._by_key[key] = self._build(self.get_tir(*args, **kwargs))
@@ -237,6 +252,7 @@ class JIT:
         return self.compile(*args, **kwargs).cuda_source
 
     def cache_clear(self) -> None:
+        self.__dict__.pop("parse_cache_key", None)
         self._templates.clear()
         self._by_key.clear()
         self._last_call = (_MISS, _MISS, None)

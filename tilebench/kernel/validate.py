@@ -46,6 +46,13 @@ class _Checker:
                 f"{where} is a placeholder ({value!r}): placeholders compile kernels but cannot "
                 "run them; pass a torch.Tensor"
             )
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            if all(isinstance(d, int) for d in spec.shape):
+                return None  # a device address (seed 001's A.data_ptr()); viewed as the tensor it points to
+            return TypeError(
+                f"{where} got an integer address, but its shape {tuple(spec.shape)} is not static: "
+                "pass the torch.Tensor itself"
+            )
         if not isinstance(value, torch.Tensor):
             return TypeError(f"{where} expects a torch.Tensor of {spec.dtype}, got {type(value).__name__}")
         if _dtype_name(value.dtype) != spec.dtype:
@@ -68,6 +75,8 @@ class _Checker:
 
     def placement(self, spec: ParamSpec, position: int, value: Any) -> Exception | None:
         where = self.where(spec, position)
+        if not hasattr(value, "device"):
+            return None  # an integer address: nothing to compare
         if self.device_kind == "cuda" and value.device.type != "cuda":
             return ValueError(
                 f"{where} is on {value.device}, but the kernel runs on CUDA; move it with .cuda()"
