@@ -26,9 +26,18 @@ _LAZY = {
     "TargetError": "tilebench.compiler.targets",
     "resolve_target": "tilebench.compiler.targets",
     "settings": "tilebench.config",
+    "records": "tilebench.store",
+    "RecordStore": "tilebench.store",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = ["__version__", "load_ipython_extension", *_LAZY]
+
+
+def load_ipython_extension(shell: Any) -> None:
+    """`%load_ext tilebench`: registers `%%tilelang` and `%tilebench` (their modules load now, tilelang later)."""
+    from tilebench.magic.magics import load
+
+    load(shell)
 
 
 def __getattr__(name: str) -> Any:
