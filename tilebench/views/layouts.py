@@ -1,0 +1,280 @@
+"""Layout heatmaps: which thread and register hold each fragment element; which bank each shared element uses.
+
+Input is :class:`tilebench.compiler.layouts.BufferLayout` (read duck-typed: no tilelang here). Formulas
+go into the hover template once per trace, not per element; per-element hover data is ``customdata``.
+Grids are handed to plotly as numpy arrays: validated in bulk (nested lists cost ~0.5 s for 128×128) and
+sent to the browser as binary buffers by ``FigureWidget``.
+"""
+
+from __future__ import annotations
+
+import html
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+import ipywidgets as widgets
+import numpy as np
+import plotly.colors
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+BANKS = 32
+PANEL_HEIGHT = 460
+# Cells this small or smaller per side get a 1-pixel gap, so single elements stay visible.
+GAP_BELOW = 48
+
+
+def layout_label(layout: Any) -> str:
+    """``C_local · fragment · 128×256 float32``."""
+    shape = "×".join(str(dim) for dim in layout.shape)
+    return f"{layout.name} · {layout.kind} · {shape} {layout.dtype}"
+
+
+def layout_figure(layout: Any) -> go.Figure:
+    """A figure for one buffer layout: fragment → thread and local-index heatmaps side by side;
+    shared buffer → bank per element; otherwise offsets, or a note saying why there is no map."""
+    if layout.error is None and layout.threads is not None and layout.indices is not None:
+        return _fragment_figure(layout)
+    if layout.error is None and layout.banks is not None and layout.kind == "shared":
+        return _banks_figure(layout)
+    if layout.error is None and layout.offsets is not None:
+        return _offsets_figure(layout)
+    return _message_figure(layout, layout.error or f"no per-element map for a {layout.kind} layout")
+
+
+def _fragment_figure(layout: Any) -> go.Figure:
+    threads, indices = np.asarray(layout.threads), np.asarray(layout.indices)
+    figure = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("thread", "local index (register)"),
+        horizontal_spacing=0.12,
+    )
+    both = np.stack([threads, indices], axis=-1)
+    formulas = _formulas(
+        [
+            ("thread", layout.thread_formula),
+            ("index", layout.index_formula),
+            ("forward", layout.forward_formula),
+        ]
+    )
+    hover = "i=%{y}, j=%{x}<br>thread %{customdata[0]}, index %{customdata[1]}" + formulas + "<extra></extra>"
+    threads_count = layout.thread_count or int(threads.max()) + 1
+    for col, (grid, scale, bar_x, zmax) in enumerate(
+        [
+            (threads, "Turbo", 0.44, threads_count - 1),
+            (indices, "Viridis", 1.0, int(indices.max())),
+        ],
+        start=1,
+    ):
+        figure.add_trace(
+            go.Heatmap(
+                z=grid,
+                customdata=both,
+                hovertemplate=hover,
+                colorscale=scale,
+                zmin=0,
+                zmax=max(zmax, 1),
+                colorbar={"x": bar_x, "len": 0.9, "thickness": 12},
+                **_gaps(grid),
+            ),
+            row=1,
+            col=col,
+        )
+    notes = [f"{layout.thread_count} threads" if layout.thread_count else None]
+    if layout.replicate > 1:
+        notes.append(f"each element replicated in {layout.replicate} threads (first replica shown)")
+    _finish(figure, layout, notes, axes=("", "2"))
+    return figure
+
+
+def _banks_figure(layout: Any) -> go.Figure:
+    figure = go.Figure(
+        go.Heatmap(
+            z=np.asarray(layout.banks),
+            customdata=np.asarray(layout.offsets),
+            hovertemplate="i=%{y}, j=%{x}<br>offset %{customdata}, bank %{z}"
+            + _formulas([("offset", layout.forward_formula)])
+            + "<extra></extra>",
+            colorscale=_bank_colorscale(),
+            zmin=-0.5,
+            zmax=BANKS - 0.5,
+            colorbar={"title": {"text": "bank"}, "tickvals": list(range(0, BANKS, 4)), "thickness": 12},
+            **_gaps(layout.banks),
+        )
+    )
+    swizzle = "swizzled" if layout.swizzled else "not swizzled (row-major)"
+    _finish(figure, layout, [f"bank per element, {swizzle}"], axes=("",))
+    return figure
+
+
+def _offsets_figure(layout: Any) -> go.Figure:
+    figure = go.Figure(
+        go.Heatmap(
+            z=np.asarray(layout.offsets),
+            hovertemplate="i=%{y}, j=%{x}<br>offset %{z}"
+            + _formulas([("offset", layout.forward_formula)])
+            + "<extra></extra>",
+            colorscale="Viridis",
+            colorbar={"title": {"text": "offset"}, "thickness": 12},
+            **_gaps(layout.offsets),
+        )
+    )
+    _finish(figure, layout, ["element offset"], axes=("",))
+    return figure
+
+
+def _message_figure(layout: Any, reason: str) -> go.Figure:
+    figure = go.Figure()
+    lines = [_escape(reason)]
+    if layout.forward_formula:
+        lines.append("forward: " + _wrap(layout.forward_formula))
+    figure.add_annotation(
+        text="<br>".join(lines),
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        showarrow=False,
+        align="left",
+        font={"family": "monospace", "size": 12},
+    )
+    figure.update_xaxes(visible=False)
+    figure.update_yaxes(visible=False)
+    figure.update_layout(title={"text": _escape(layout_label(layout))}, height=220, margin={"t": 50})
+    return figure
+
+
+def _finish(figure: go.Figure, layout: Any, notes: list[str | None], axes: tuple[str, ...]) -> None:
+    """Title, row 0 on top, square cells, j along x and i along y."""
+    title = _escape(layout_label(layout))
+    extra = [note for note in notes if note]
+    if layout.sliced_at:
+        extra.append(f"leading dims at {layout.sliced_at}")
+    if extra:
+        title += f"<br><sup>{_escape('; '.join(extra))}</sup>"
+    for suffix in axes:
+        x, y = f"xaxis{suffix}", f"yaxis{suffix}"
+        figure.update_layout(
+            {
+                x: {"title": {"text": "j"}, "constrain": "domain", "showgrid": False},
+                y: {
+                    "title": {"text": "i"},
+                    "autorange": "reversed",
+                    "scaleanchor": f"x{suffix}",
+                    "constrain": "domain",
+                    "showgrid": False,
+                },
+            }
+        )
+    figure.update_layout(
+        title={"text": title}, height=PANEL_HEIGHT, margin={"t": 80, "l": 50, "r": 20, "b": 40}
+    )
+
+
+def _gaps(grid: Any) -> dict[str, int]:
+    gap = 1 if max(np.shape(grid)) <= GAP_BELOW else 0
+    return {"xgap": gap, "ygap": gap}
+
+
+def _bank_colorscale() -> list[list[Any]]:
+    """32 flat steps (one colour per bank) from a cyclic scale, so neighbouring banks still differ."""
+    colors = plotly.colors.sample_colorscale("Phase", [k / BANKS for k in range(BANKS)])
+    scale: list[list[Any]] = []
+    for k, color in enumerate(colors):
+        scale += [[k / BANKS, color], [(k + 1) / BANKS, color]]
+    return scale
+
+
+def _formulas(named: list[tuple[str, str | None]]) -> str:
+    """Hover lines for the formulas, escaped and wrapped; the index formula is skipped when it equals
+    the forward formula (as it does for fragments)."""
+    seen: set[str] = set()
+    lines = []
+    for name, formula in named:
+        if formula and formula not in seen:
+            seen.add(formula)
+            lines.append(f"<br>{name}: {_wrap(formula)}")
+    return "".join(lines)
+
+
+def _wrap(formula: str, width: int = 90) -> str:
+    return "<br>    ".join(_escape(part) for part in textwrap.wrap(formula, width) or [""])
+
+
+def _escape(text: str) -> str:
+    """Plotly reads ``<…>`` as tags and ``%{…}`` as template fields; TIR formulas may hold both."""
+    return html.escape(text, quote=False).replace("%{", "%&#123;")
+
+
+class LayoutView(widgets.VBox):
+    """A buffer selector (when there are several layouts) over one plotly ``FigureWidget``.
+
+    Changing the selection builds a fresh ``FigureWidget`` for the new buffer (a relayout would keep
+    the previous figure's subplot axes), closes the old one and puts the new one in its place.
+    """
+
+    def __init__(
+        self,
+        layouts: Sequence[Any],
+        empty_message: str = "layout inference found no fragment or shared-memory layout",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.layouts = list(layouts)
+        self.selector: widgets.Dropdown | None = None
+        self.figure: go.FigureWidget | None = None
+        self.notes = widgets.HTML()
+        if not self.layouts:
+            self.children = (widgets.HTML(f"<i>no layouts ({html.escape(empty_message)})</i>"),)
+            return
+        if len(self.layouts) > 1:
+            self.selector = widgets.Dropdown(
+                options=[(layout_label(layout), index) for index, layout in enumerate(self.layouts)],
+                value=0,
+                description="buffer",
+                layout=widgets.Layout(width="max-content"),
+            )
+            self.selector.observe(self._on_select, names="value")
+        self.show(0)
+
+    @property
+    def layout_shown(self) -> Any:
+        """The BufferLayout on display (None when there are none)."""
+        if not self.layouts:
+            return None
+        return self.layouts[self.selector.value if self.selector is not None else 0]
+
+    def show(self, index: int) -> None:
+        """Display ``layouts[index]`` (also moves the selector)."""
+        if self.selector is not None and self.selector.value != index:
+            self.selector.value = index  # comes back here through _on_select
+            return
+        layout = self.layouts[index]
+        old, self.figure = self.figure, go.FigureWidget(layout_figure(layout))
+        self.notes.value = _notes_html(layout)
+        head = (self.selector,) if self.selector is not None else ()
+        self.children = (*head, self.figure, self.notes)
+        if old is not None:
+            old.close()
+
+    def _on_select(self, change: dict[str, Any]) -> None:
+        self.show(change["new"])
+
+
+def _notes_html(layout: Any) -> str:
+    """Formulas (and any error) as small monospace text below the figure."""
+    rows = [
+        ("thread", layout.thread_formula),
+        ("index", layout.index_formula if layout.index_formula != layout.forward_formula else None),
+        ("forward", layout.forward_formula),
+        ("error", layout.error),
+    ]
+    cells = "".join(
+        f"<tr><th style='text-align:left;padding-right:8px'>{name}</th>"
+        f"<td><code style='white-space:pre-wrap'>{html.escape(value)}</code></td></tr>"
+        for name, value in rows
+        if value
+    )
+    return f"<table style='font-size:11px'>{cells}</table>" if cells else ""

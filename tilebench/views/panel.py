@@ -1,0 +1,147 @@
+"""The kernel panel: one widget per compiled kernel, a tab per thing the compiler made.
+
+Tabs fill in when first opened, so a panel with 5,000-line sources appears at once.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+
+TABS = ("Source", "TIR", "Lowered TIR", "CUDA", "PTX", "SASS", "Resources", "Layouts", "Run")
+
+
+def _message(text: str) -> widgets.HTML:
+    return widgets.HTML(
+        f"<div class='tilebench-note' style='padding:8px;color:#555'>{html.escape(text)}</div>"
+    )
+
+
+def _code(text: str | None, language: str, title: str, missing: str) -> widgets.Widget:
+    if not text:
+        return _message(missing)
+    from tilebench.views.code import CodeView
+
+    return CodeView(code=text, language=language, title=title)
+
+
+def without_line_directives(source: str | None) -> str | None:
+    """CUDA source without the `#line` directives that map nvcc errors to cell lines."""
+    if not source:
+        return source
+    return "".join(line for line in source.splitlines(True) if not line.lstrip().startswith("#line "))
+
+
+def run_html(run: Any) -> str:
+    """The Run tab's table from a RunReport (plain data)."""
+    if run is None:
+        return "<p>not run (--no-run)</p>"
+    if run.status in ("compile-only", "skipped", "error"):
+        return f"<p class='tilebench-run-{run.status}'><b>{html.escape(run.status)}</b>: {html.escape(run.message)}</p>"
+    rows = [("device", run.device), ("median latency", f"{run.latency_ms:.4f} ms")]
+    if run.tflops is not None:
+        rows.append(("throughput", f"{run.tflops:.1f} TFLOP/s"))
+    if run.gbps is not None:
+        rows.append(("bandwidth", f"{run.gbps:.0f} GB/s"))
+    if run.percent_of_peak is not None:
+        rows.append(("of measured peak", f"{run.percent_of_peak:.1f}% ({run.peak})"))
+    if run.passed is not None:
+        verdict = "✔ pass" if run.passed else f"✘ {run.message}"
+        rows += [
+            ("check", verdict),
+            ("max abs error", f"{run.max_abs_error:.3g}"),
+            ("max rel error", f"{run.max_rel_error:.3g}"),
+        ]
+    if run.speedup is not None:
+        rows += [("reference", f"{run.ref_latency_ms:.4f} ms"), ("speedup", f"{run.speedup:.2f}×")]
+    body = "".join(
+        f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+        for k, v in rows
+    )
+    return f"<table class='tilebench-run'>{body}</table>"
+
+
+class KernelPanel(widgets.VBox):
+    """Header + tabs for one CellResult (duck-typed: name, kernel, artifacts, source, run)."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        art = result.artifacts
+        self._builders: list[Callable[[], widgets.Widget]] = [
+            lambda: _code(result.source, "python", "Source", "no source"),
+            lambda: _code(art.tir, "tir", "TIR", "no TIR"),
+            lambda: _code(art.device_tir, "tir", "Lowered TIR", _why(art, "device_tir")),
+            lambda: _code(without_line_directives(art.cuda_source), "cuda", "CUDA", _why(art, "cuda")),
+            lambda: _code(art.ensure_ptx(), "ptx", "PTX", _why(art, "ptx")),
+            lambda: _code(art.sass, "sass", "SASS", _why(art, "sass", "cuobjdump/nvdisasm not found")),
+            self._resources,
+            self._layouts,
+            lambda: widgets.HTML(run_html(result.run)),
+        ]
+        self.tabs = widgets.Tab(children=[widgets.Box() for _ in TABS])
+        for index, title in enumerate(TABS):
+            self.tabs.set_title(index, title)
+        self._built: set[int] = set()
+        self.tabs.observe(self._on_select, names="selected_index")
+        header = widgets.HTML(self._header())
+        super().__init__([header, self.tabs], layout=widgets.Layout(width="100%"))
+        self.add_class("tilebench-panel")
+        self.tabs.selected_index = 0
+        self._fill(0)
+
+    def _header(self) -> str:
+        summary = self.result.summary().splitlines()
+        head, rest = summary[0], summary[1:]
+        lines = "".join(f"<div>{html.escape(line.strip())}</div>" for line in rest)
+        return f"<div class='tilebench-header'><b>{html.escape(head)}</b>{lines}</div>"
+
+    def _resources(self) -> widgets.Widget:
+        from tilebench.views.resources import resources_html
+
+        return widgets.HTML(resources_html(self.result.artifacts.resources))
+
+    def _layouts(self) -> widgets.Widget:
+        from tilebench.views.layouts import LayoutView
+
+        art = self.result.artifacts
+        if not art.layouts:
+            return _message(_why(art, "layouts", "no fragment or shared buffer has an inferred layout"))
+        return LayoutView(art.layouts)
+
+    def _on_select(self, change: dict[str, Any]) -> None:
+        if change["new"] is not None:
+            self._fill(change["new"])
+
+    def _fill(self, index: int) -> None:
+        if index in self._built:
+            return
+        self._built.add(index)
+        try:
+            content = self._builders[index]()
+        except Exception as exc:  # a view that fails must not take the panel down
+            content = _message(f"{TABS[index]} could not be shown: {type(exc).__name__}: {exc}")
+        self.tabs.children[index].children = (content,)
+
+    def show(self, title: str) -> None:
+        """Select a tab by title (e.g. "CUDA")."""
+        self.tabs.selected_index = TABS.index(title)
+
+    def content(self, title: str) -> widgets.Widget:
+        """The widget inside a tab, built on demand."""
+        index = TABS.index(title)
+        self._fill(index)
+        return self.tabs.children[index].children[0]
+
+    def __repr__(self) -> str:
+        return self.result.summary()
+
+
+def _why(artifacts: Any, step: str, default: str = "not available") -> str:
+    errors = getattr(artifacts, "errors", {}) or {}
+    for name, message in errors.items():
+        if step in name:
+            return f"{step} not available: {message}"
+    return default
