@@ -1,0 +1,269 @@
+"""Turn an exception from a %%tilelang cell into a short report that names the cell line.
+
+Where the line comes from (tilelang 0.1.15):
+- Python and elaboration errors: tilelang's builder recompiles kernel bodies under the cell's
+  file name with the cell's own line numbers, so the deepest traceback frame in the cell is the line.
+- lowering errors: some messages end with `--> <abs path of the cell>:LINE:COL` (the span of the
+  buffer involved: where it was allocated); others (e.g. "No valid warp partition for T.gemm") name
+  only the tile op, which is matched to the op's TIR span or, failing that, to the cell's text.
+- nvcc errors: the message holds the generated CUDA and nvcc's output. Only with the pass config
+  `TL_EMIT_LINE_DIRECTIVES` does the CUDA carry `#line` directives, and then nvcc names the cell
+  line itself; otherwise the CUDA line is shown and a name quoted by nvcc is looked up in the cell.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+KINDS = ("python", "elaboration", "lowering", "nvcc", "other")
+_COMPILER = ("tilelang", "tvm", "tvm_ffi")  # modules whose frames mean tilelang was lowering
+
+_HINTS = {
+    "python": "Python raised this while running the cell, before tilelang saw a kernel.",
+    "elaboration": "Raised while tilelang built the kernel body into TIR (no CUDA generated yet).",
+    "lowering": "tilelang's lowering passes rejected the kernel (layouts, warp partition, pipelining).",
+    "nvcc": "nvcc rejected the CUDA that tilelang generated.",
+    "other": "Raised outside the cell's code.",
+}
+_NO_LINE_DIRECTIVES = (
+    "The CUDA has no #line directives; compile with pass config TL_EMIT_LINE_DIRECTIVES=True "
+    "(%%tilelang --pass-config TL_EMIT_LINE_DIRECTIVES=true) to have nvcc name the cell line."
+)
+
+
+@dataclass
+class CellError:
+    """What went wrong in a cell, where, and the full text behind it."""
+
+    kind: str
+    summary: str
+    cell_line: int | None
+    source_line: str | None
+    log: str
+    hint: str = ""
+    cell_text: str = ""
+
+    def text(self) -> str:
+        lines = [f"{self.summary}  [{self.kind}]"]
+        if self.cell_line is not None:
+            lines.append(f"  cell line {self.cell_line}: {self.source_line or ''}")
+        else:
+            lines.append("  (no cell line could be recovered)")
+        hint = self.hint or _HINTS.get(self.kind, "")
+        for n, row in enumerate(hint.splitlines()):
+            lines.append(f"  {'hint: ' if n == 0 else '      '}{row}")
+        return "\n".join(lines)
+
+    def html(self, context: int = 2) -> str:
+        e = html.escape
+        parts = [
+            '<div class="tilebench-cell-error" style="border-left:4px solid #c62828;padding:4px 10px;'
+            'font-family:var(--jp-code-font-family,monospace)">',
+            f'<div><b style="color:#c62828">{e(self.summary)}</b> '
+            f'<span style="opacity:.6">[{e(self.kind)}]</span></div>',
+        ]
+        cell_lines = self.cell_text.splitlines()
+        if self.cell_line is not None and 1 <= self.cell_line <= len(cell_lines):
+            first, last = max(1, self.cell_line - context), min(len(cell_lines), self.cell_line + context)
+            rows = []
+            for n in range(first, last + 1):
+                mark = n == self.cell_line
+                style = ' style="background:rgba(198,40,40,.15);font-weight:bold"' if mark else ""
+                rows.append(f"<span{style}>{'&gt;' if mark else ' '}{n:4d} | {e(cell_lines[n - 1])}</span>")
+            parts.append(f'<pre style="margin:4px 0">{chr(10).join(rows)}</pre>')
+        elif self.cell_line is not None:
+            parts.append(f"<div>cell line {self.cell_line}: <code>{e(self.source_line or '')}</code></div>")
+        else:
+            parts.append('<div style="opacity:.7">(no cell line could be recovered)</div>')
+        hint = self.hint or _HINTS.get(self.kind, "")
+        if hint:
+            parts.append(f'<div style="opacity:.8;white-space:pre-wrap">{e(hint)}</div>')
+        parts.append(
+            f'<details><summary>full log</summary><pre style="white-space:pre-wrap;max-height:30em;'
+            f'overflow:auto">{e(self.log)}</pre></details></div>'
+        )
+        return "".join(parts)
+
+
+def explain(error: BaseException, filename: str, cell_text: str) -> CellError:
+    """Classify `error` (raised running or compiling the cell registered as `filename`) and locate it."""
+    chain = _chain(error)
+    compiler_text = getattr(error, "log", None) or _message(error)
+    modules = {str(tb.tb_frame.f_globals.get("__name__")) for exc in chain for tb in _tb_entries(exc)}
+    if _is_nvcc(compiler_text):
+        kind = "nvcc"
+    elif any(m.startswith("tilelang.language") for m in modules) and type(error).__name__ != "CompileError":
+        kind = "elaboration"
+    elif type(error).__name__ == "CompileError" or any(m.split(".")[0] in _COMPILER for m in modules):
+        kind = "lowering"
+    else:
+        kind = "python"
+    call_line = _deepest_cell_line(chain, filename)
+    if isinstance(error, SyntaxError) and error.filename in (filename, "<unknown>"):
+        line, hint = error.lineno, ""
+    elif kind in ("nvcc", "lowering"):
+        line, hint = (_nvcc_line if kind == "nvcc" else _lowering_line)(
+            compiler_text, filename, cell_text, chain
+        )
+        if line is None and call_line is not None:
+            line, hint = (
+                call_line,
+                f"{hint}\nCell line {call_line} is the call that compiled the kernel.".strip(),
+            )
+    else:
+        line, hint = call_line, ""
+        if line is None and kind == "elaboration":
+            line = _span_line(compiler_text, filename)
+        if line is None and kind == "python":
+            kind = "other"
+    if kind in ("nvcc", "lowering"):
+        summary = _compiler_summary(kind, compiler_text)
+    else:
+        summary = _first_line(f"{type(error).__name__}: {error}")
+    log = getattr(error, "log", None) or "".join(
+        traceback.format_exception(type(error), error, error.__traceback__)
+    )
+    source = _source(cell_text, line)
+    return CellError(kind, summary, line if source is not None else None, source, log, hint, cell_text)
+
+
+# --- where: tracebacks --------------------------------------------------------------------------
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """The error, then what it was raised from or during (CompileError uses `from None`)."""
+    seen: list[BaseException] = []
+    while error is not None and all(error is not s for s in seen):
+        seen.append(error)
+        error = error.__cause__ or error.__context__
+    return seen
+
+
+def _tb_entries(error: BaseException) -> list[Any]:
+    entries, tb = [], error.__traceback__
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    return entries
+
+
+def _deepest_cell_line(chain: list[BaseException], filename: str) -> int | None:
+    for exc in chain:  # the raised error first; its causes only if it has no frame in the cell
+        lines = [tb.tb_lineno for tb in _tb_entries(exc) if tb.tb_frame.f_code.co_filename == filename]
+        if lines:
+            return lines[-1]
+    return None
+
+
+# --- where: compiler messages ---------------------------------------------------------------------
+
+
+def _in_cell(filename: str) -> str:
+    """A regex for the cell's file name as given or as tilelang writes it (`os.path.abspath`)."""
+    return rf"(?<![\w.-]){re.escape(filename)}"
+
+
+def _span_line(message: str, filename: str) -> int | None:
+    """tilelang's span hint `--> /abs/<cell>:LINE:COL` (or any `<cell>:LINE`) in a message."""
+    found = re.search(_in_cell(filename) + r"[:(](\d+)", message)
+    return int(found.group(1)) if found else None
+
+
+def _lowering_line(
+    message: str, filename: str, cell_text: str, chain: list[BaseException]
+) -> tuple[int | None, str]:
+    line = _span_line(message, filename)
+    if line is not None:
+        return line, "tilelang points at the buffer involved (the line that allocates or declares it)."
+    op = re.search(r"\bT\.(\w+)", message)
+    if op is None:
+        return None, ""
+    lines = _op_span_lines(chain, op.group(1), filename)
+    if not lines:  # no PrimFunc at hand (or no span): look for the op in the cell's text
+        pattern = re.compile(rf"\bT\.{op.group(1)}\s*\(")
+        lines = sorted({n for n, text in enumerate(cell_text.splitlines(), 1) if pattern.search(text)})
+    if len(lines) == 1:
+        return lines[0], f"The only T.{op.group(1)} in the kernel; the message itself names no line."
+    if lines:
+        where = ", ".join(map(str, lines))
+        return None, f"The message names no line; T.{op.group(1)} is at cell lines {where}."
+    return None, ""
+
+
+def _op_span_lines(chain: list[BaseException], op: str, filename: str) -> list[int] | None:
+    """Cell lines of the `tl.tileop.<op>` calls in the PrimFunc being compiled, from TIR spans.
+
+    The PrimFunc is `compile_primfunc`'s local (the CompileError's traceback keeps that frame).
+    """
+    prim_func = None
+    for exc in chain:
+        for tb in _tb_entries(exc):
+            candidate = tb.tb_frame.f_locals.get("prim_func")
+            if type(candidate).__name__ == "PrimFunc" and hasattr(candidate, "body"):
+                prim_func = candidate
+    if prim_func is None:
+        return None
+    from tilebench.compiler.spans import tile_op_lines
+
+    return tile_op_lines(prim_func, op, _in_cell(filename) + "$")
+
+
+def _is_nvcc(message: str) -> bool:
+    return "Compilation error:" in message and bool(
+        re.search(r"\berror\b", message.split("Compilation error:")[1])
+    )
+
+
+def _nvcc_errors(message: str) -> list[str]:
+    output = message.split("\nCompilation error:\n", 1)[-1]
+    return [ln for ln in output.splitlines() if re.search(r"\(\d+\): (?:catastrophic )?error", ln)]
+
+
+def _nvcc_line(
+    message: str, filename: str, cell_text: str, chain: list[BaseException]
+) -> tuple[int | None, str]:
+    errors = _nvcc_errors(message)
+    if not errors:
+        return None, ""
+    line = _span_line(errors[0], filename)  # #line directives: nvcc names the cell itself
+    if line is not None:
+        return line, "nvcc names the cell line through tilelang's #line directives."
+    at = re.search(r"\.cu\((\d+)\)", errors[0])
+    code = message.split("\nCompilation error:\n", 1)[0].splitlines()
+    cuda = code[int(at.group(1)) - 1].strip() if at and int(at.group(1)) <= len(code) else ""
+    where = f"generated CUDA line {at.group(1)}: {cuda}\n" if at else ""
+    for name in re.findall(r'"(\w+)"', errors[0]) + re.findall(r"\b(\w+)\s*\(", cuda):
+        hits = [n for n, text in enumerate(cell_text.splitlines(), 1) if re.search(rf"\b{name}\b", text)]
+        if len(hits) == 1:
+            return hits[0], f"{where}found by the name {name!r} in the cell.\n{_NO_LINE_DIRECTIVES}"
+    return None, where + _NO_LINE_DIRECTIVES
+
+
+# --- what ---------------------------------------------------------------------------------------------
+
+
+def _message(error: BaseException) -> str:
+    return "\n".join(f"{type(exc).__name__}: {exc}" for exc in _chain(error))
+
+
+def _first_line(text: str) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), text.strip())
+    return line if len(line) <= 300 else line[:300] + " ..."
+
+
+def _compiler_summary(kind: str, message: str) -> str:
+    if kind == "nvcc":
+        errors = _nvcc_errors(message)
+        text = errors[0].split("error:", 1)[-1].strip() if errors else "compilation failed"
+        return f"nvcc error: {text}"
+    text = re.sub(r"^(?:\w+\.)*(?:InternalError|TVMError|RuntimeError|ValueError): ", "", message.strip())
+    return _first_line(text)
+
+
+def _source(cell_text: str, line: int | None) -> str | None:
+    lines = cell_text.splitlines()
+    return lines[line - 1].strip() if line is not None and 1 <= line <= len(lines) else None
