@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 from typing import Any
 
@@ -13,6 +14,21 @@ BACKENDS = ("auto", "tvm_ffi", "cython", "nvrtc", "torch", "cutedsl")
 
 def _config_name(key: Any) -> str:
     return str(key.value) if isinstance(key, enum.Enum) else str(key)
+
+
+def pass_config_key(name: str) -> str:
+    """A pass-config key from its PassConfigKey member name (TL_DISABLE_TMA_LOWER) or value (tl.disable_...)."""
+    from tilebench.compiler.runtime import tilelang
+
+    keys = tilelang().PassConfigKey
+    by_value = {member.value: member.value for member in keys}
+    by_name = {member.name: member.value for member in keys}
+    key = by_name.get(name) or by_value.get(name)
+    if key is None:
+        close = difflib.get_close_matches(name, [*by_name, *by_value], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "; see tilelang.PassConfigKey"
+        raise ValueError(f"unknown pass config {name!r}{hint}")
+    return key
 
 
 def _freeze(value: Any) -> Any:
@@ -78,6 +94,25 @@ class CompileOptions:
             compile_flags=compile_flags or (),
             debug_root_path=debug_root_path,
         )
+
+    def updated(self, **changes: Any) -> CompileOptions:
+        """A copy with some options changed (pass_configs are merged), validated like `create`."""
+        current: dict[str, Any] = {
+            "out_idx": self.out_idx,
+            "target": self.target_dict_or_str(),
+            "target_host": self.target_host,
+            "execution_backend": self.execution_backend,
+            "verbose": self.verbose,
+            "pass_configs": dict(self.pass_configs),
+            "compile_flags": self.compile_flags,
+            "debug_root_path": self.debug_root_path,
+        }
+        if "pass_configs" in changes:
+            changes["pass_configs"] = {**current["pass_configs"], **dict(changes["pass_configs"] or {})}
+        unknown = set(changes) - set(current)
+        if unknown:
+            raise TypeError(f"unknown compile option(s): {sorted(unknown)}")
+        return CompileOptions.create(**{**current, **changes})
 
     def target_dict_or_str(self) -> Any:
         return dict(self.target) if isinstance(self.target, tuple) else self.target

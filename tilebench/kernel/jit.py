@@ -248,6 +248,28 @@ class JIT:
         self(*args, **kwargs)
         return time_call(lambda: self(*args, **kwargs), warmup=warmup, rep=rep, backend=backend)
 
+    def with_options(self, **changes: Any) -> JIT:
+        """The same kernel function under changed compile options (a new, empty cache)."""
+        return JIT(self._func, self.options.updated(**changes)) if changes else self
+
+    def runtime_args(self, *args: Any, **kwargs: Any) -> tuple:
+        """The values an eager call passes to the compiled kernel (its tensors), in order."""
+        if self._ensure_mode(args, kwargs) != "eager":
+            raise TypeError(f"{self.__name__} is not an eager kernel: its call arguments are not its inputs")
+        if self._binder is None:
+            return tuple(self.elaborator.template_key(args, kwargs)[1].values())
+        return self._binder(*args, **kwargs)[1]
+
+    @property
+    def mode(self) -> str | None:
+        """ "lazy", "eager" or "prim_func"; None until the first call tells lazy from eager."""
+        return self._mode
+
+    @property
+    def func(self) -> Any:
+        """The decorated function (or PrimFunc)."""
+        return self._func
+
     def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
         return self.compile(*args, **kwargs).cuda_source
 

@@ -1,0 +1,149 @@
+"""%%tilelang in a real IPython shell (compile-only here): namespace, panel, options, errors, cache."""
+
+import time
+
+import ipywidgets
+import pytest
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import start_ipython
+from magic_cells import EAGER_GEMM, LAZY_AND_PRIM
+
+from tilebench.kernel.jit import JIT
+from tilebench.magic.cell import TileLangCellError
+from tilebench.views.panel import without_line_directives
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "tilebench")
+    shell.run_cell(
+        "import torch, tilebench as tb\n"
+        "A = tb.place(1024, 512, dtype=torch.float16)\n"
+        "B = tb.place(512, 256, dtype=torch.float16)\n"
+    )
+    return shell
+
+
+@pytest.fixture(scope="module")
+def gemm_result(ip):
+    ip.run_cell_magic("tilelang", "A, B -o res --ref 'lambda A, B: A @ B'", EAGER_GEMM)
+    return ip.user_ns["res"]
+
+
+def test_kernels_and_other_names_land_in_the_namespace(ip, gemm_result):
+    assert isinstance(ip.user_ns["gemm"], JIT)
+    assert ip.user_ns["GEMM_NOTE"] == "eager"
+    assert gemm_result.name == "gemm" and list(gemm_result.kernels) == ["gemm"]
+    assert ip.user_ns["gemm"].compile(ip.user_ns["A"], ip.user_ns["B"]) is gemm_result.kernel
+
+
+def test_panel_carries_tir_cuda_and_layouts(gemm_result):
+    panel = gemm_result.panel()
+    titles = [panel.tabs.get_title(i) for i in range(len(panel.tabs.children))]
+    assert titles == ["Source", "TIR", "Lowered TIR", "CUDA", "PTX", "SASS", "Resources", "Layouts", "Run"]
+    assert "def gemm" in panel.content("Source").code
+    assert "T.gemm" in panel.content("TIR").code or "gemm" in panel.content("TIR").code
+    assert "wgmma" in panel.content("CUDA").code
+    cuda = gemm_result.kernel.cuda_source
+    assert "#line" in cuda  # cell kernels map nvcc errors to cell lines ...
+    assert "#line" not in panel.content("CUDA").code  # ... and the CUDA tab hides those directives
+    assert panel.content("CUDA").code == without_line_directives(cuda)
+    layouts = panel.content("Layouts")
+    names = [layout.name for layout in gemm_result.artifacts.layouts]
+    assert "C_l" in names
+    assert isinstance(layouts, ipywidgets.Widget)
+    assert "registers" in panel.content("Resources").value.lower()
+    assert "compile-only" in panel.content("Run").value
+
+
+def test_text_summary_for_plain_frontends(gemm_result):
+    text = gemm_result.summary()
+    assert text.startswith("gemm → cuda -arch=sm_90a")
+    assert "regs/thread" in text and "compile-only" in text
+    assert gemm_result._repr_mimebundle_()["text/plain"] == text
+
+
+def test_rerun_of_an_unchanged_cell_hits_the_cell_cache(ip, gemm_result):
+    kernel = gemm_result.kernel
+    start = time.perf_counter()
+    ip.run_cell_magic("tilelang", "A, B -o res --ref 'lambda A, B: A @ B'", EAGER_GEMM)
+    elapsed = time.perf_counter() - start
+    again = ip.user_ns["res"]
+    assert again.cached and again.kernel is kernel
+    assert elapsed < 5  # generous; benchmarks/magic.py measures the real figure
+    ip.run_cell_magic("tilelang", "A, B -o res --force --no-run", EAGER_GEMM)
+    assert not ip.user_ns["res"].cached
+
+
+def test_changed_input_shape_misses_the_cell_cache(ip, gemm_result):
+    ip.run_cell("A2 = tb.place(2048, 512, dtype=torch.float16)")
+    ip.run_cell_magic("tilelang", "A2, B -o res2 --no-run", EAGER_GEMM)
+    result = ip.user_ns["res2"]
+    assert not result.cached and result.kernel is not gemm_result.kernel
+    assert result.kernel.specs[0].shape == (2048, 512)
+
+
+def test_lazy_factory_and_prim_func_are_found(ip):
+    ip.run_cell_magic("tilelang", "-k vector_add 4096 -o lazy", LAZY_AND_PRIM)
+    result = ip.user_ns["lazy"]
+    assert set(result.kernels) == {"vector_add", "fill"}
+    assert result.kernel.specs[0].shape == (4096,)
+    ip.run_cell_magic("tilelang", "-o prim", LAZY_AND_PRIM)
+    assert ip.user_ns["prim"].name == "fill" and ip.user_ns["prim"].kernel is not None
+
+
+def test_kernel_without_arguments_is_defined_not_compiled(ip):
+    ip.run_cell_magic("tilelang", "-o bare", EAGER_GEMM)
+    result = ip.user_ns["bare"]
+    assert result.kernel is None and "give gemm's arguments" in result.summary()
+
+
+@pytest.mark.parametrize(
+    "line, match",
+    [
+        ("--backend nope", "--backend 'nope'"),
+        ("--pass-config tl.no_such_thing=1", "unknown pass config"),
+        ("--pass-config TL_DISABLE_TMA_LOWER", "KEY=VALUE"),
+        ("--target sm_1234", "--target"),
+        ("--bogus", "unrecognized arguments"),
+        ("-k nothing A, B", "not a kernel of this cell"),
+        ("A, B, =", "not a Python argument list"),
+    ],
+)
+def test_bad_options_raise_usage_error(ip, line, match):
+    with pytest.raises(UsageError, match=match):
+        ip.run_cell_magic("tilelang", line, EAGER_GEMM)
+
+
+def test_help_lists_the_options(ip):
+    doc = ip.find_cell_magic("tilelang").__doc__
+    for option in ("--ref", "--flops", "--bytes", "--no-run", "--force", "--pass-config", "-o"):
+        assert option in doc
+
+
+def test_broken_cell_names_its_line_and_keeps_old_names(ip, gemm_result):
+    before = ip.user_ns["gemm"]
+    broken = EAGER_GEMM.replace('GEMM_NOTE = "eager"', "GEMM_NOTE = undefined_name + 1")
+    with pytest.raises(TileLangCellError) as info:
+        ip.run_cell_magic("tilelang", "A, B", broken)
+    line = broken.splitlines().index("GEMM_NOTE = undefined_name + 1") + 1
+    assert info.value.report.cell_line == line
+    assert "undefined_name" in info.value.report.summary
+    assert ip.user_ns["gemm"] is before and ip.user_ns["GEMM_NOTE"] == "eager"
+    # the shell is fine afterwards
+    assert ip.run_cell("1 + 1").result == 2
+
+
+def test_error_inside_the_kernel_body_points_at_it(ip):
+    broken = EAGER_GEMM.replace("T.clear(C_l)", "T.clear(C_missing)")
+    with pytest.raises(TileLangCellError) as info:
+        ip.run_cell_magic("tilelang", "A, B", broken)
+    assert info.value.report.cell_line == broken.splitlines().index("        T.clear(C_missing)") + 1
+
+
+def test_tilebench_line_magic(ip):
+    assert "target: cuda -arch=sm_90a" in str(ip.run_line_magic("tilebench", "info"))
+    assert "memory_kernels" in ip.run_line_magic("tilebench", "cache")
+    with pytest.raises(UsageError, match="unknown command"):
+        ip.run_line_magic("tilebench", "bogus")

@@ -1,0 +1,1 @@
+"""The %%tilelang cell magic: run a cell, find its kernels, compile, show the panel."""

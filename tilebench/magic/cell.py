@@ -1,0 +1,271 @@
+"""Run one %%tilelang cell: execute it, wrap its kernels, compile, inspect, run, and remember."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from tilebench.magic.discover import as_kernel, bound_names, read_names, undecorated_factories
+from tilebench.magic.fingerprint import CellMemory, cell_key
+from tilebench.magic.result import CellResult
+
+MEMORY = CellMemory()
+_MISSING = object()
+
+
+class TileLangCellError(Exception):
+    """A %%tilelang cell failed; IPython shows the short report instead of a long traceback."""
+
+    def __init__(self, report: Any) -> None:
+        super().__init__(report.summary)
+        self.report = report
+
+    def _render_traceback_(self) -> list[str]:
+        where = f" (cell line {self.report.cell_line})" if self.report.cell_line else ""
+        return [f"TileLangCellError: {self.report.summary}{where}"]
+
+
+def _ensure_names(namespace: dict[str, Any]) -> None:
+    """`T`, `tilelang`, `torch` and `tb` for the cell, unless the user bound those names already."""
+    import tilelang
+    import tilelang.language as T
+    import torch
+
+    import tilebench
+
+    for name, value in (("T", T), ("tilelang", tilelang), ("torch", torch), ("tb", tilebench)):
+        namespace.setdefault(name, value)
+    # A failed elaboration makes tilelang log its rewritten source; the cell's error report says more.
+    builder = logging.getLogger("tilelang.language.eager.builder")
+    if _quiet_builder not in builder.filters:
+        builder.addFilter(_quiet_builder)
+
+
+def _quiet_builder(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Failed to build")
+
+
+def _call_args(text: str, namespace: dict[str, Any], what: str) -> tuple[tuple, dict]:
+    """Evaluate an argument list written on the magic line (`A, B, block_M=64`) in the user namespace."""
+    if not text.strip():
+        return (), {}
+    try:
+        return eval(f"__tb_args({text})", namespace, {"__tb_args": lambda *a, **k: (a, k)})
+    except SyntaxError as exc:
+        raise UsageError(f"%%tilelang: {what} {text!r} is not a Python argument list: {exc.msg}") from None
+
+
+def _evaluate(text: str | None, namespace: dict[str, Any], what: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return eval(text, namespace)
+    except SyntaxError as exc:
+        raise UsageError(f"%%tilelang: {what} {text!r} is not a Python expression: {exc.msg}") from None
+
+
+def _restore(namespace: dict[str, Any], saved: dict[str, Any]) -> None:
+    for name, value in saved.items():
+        if value is _MISSING:
+            namespace.pop(name, None)
+        else:
+            namespace[name] = value
+
+
+def _source_of(jit: Any, cell: str) -> str:
+    try:
+        return inspect.getsource(jit.func)
+    except (OSError, TypeError):
+        script = getattr(jit.func, "script", None)
+        return script() if callable(script) else cell
+
+
+def _inputs_for(jit: Any, kernel: Any, args: tuple, kwargs: dict, explicit: Any) -> tuple | str:
+    """The tensors to run the kernel with, or why there are none."""
+    from tilebench.kernel.inputs import InputsNeeded, random_inputs
+    from tilebench.kernel.placeholders import is_placeholder
+
+    if explicit is not None:
+        return tuple(explicit) if isinstance(explicit, (tuple, list)) else (explicit,)
+    if jit.mode == "eager":
+        runtime = jit.runtime_args(*args, **kwargs)
+        if not any(is_placeholder(v) for v in runtime):
+            return runtime
+    try:
+        return random_inputs(kernel.name, kernel.specs)
+    except InputsNeeded as exc:
+        return str(exc)
+
+
+def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[Any], Any]) -> CellResult:
+    """The body of %%tilelang; `options` are the parsed magic arguments."""
+    from tilebench.compiler.runtime import has_gpu
+    from tilebench.compiler.targets import describe_target, resolve_target
+
+    namespace = shell.user_ns
+    overrides = compile_overrides(options)
+    target = describe_target(resolve_target(overrides.get("target")))
+    try:
+        tree = ast.parse(cell)
+    except SyntaxError as exc:
+        _fail(exc, "<tilelang cell>", cell, display)
+    names = bound_names(tree)
+    saved = {name: namespace.get(name, _MISSING) for name in names}
+    _ensure_names(namespace)
+    key = cell_key(cell, line, f"{target} gpu={has_gpu()}", read_names(tree) - set(names), namespace)
+    remembered = None if options.force else MEMORY.get(key)
+    if remembered is not None:
+        names, result = remembered
+        namespace.update(names)
+        result.cached = True
+        return result
+
+    filename = shell.compile.cache(cell, shell.execution_count)
+    try:
+        exec(compile(tree, filename, "exec", dont_inherit=True), namespace)
+        factories = undecorated_factories(tree)
+        kernels = {}
+        for name in names:
+            wrapped = as_kernel(namespace.get(name), name, factories, overrides)
+            if wrapped is not None:
+                kernels[name] = namespace[name] = with_line_directives(wrapped)
+        result = _compile_chosen(options, kernels, namespace, cell)
+    except UsageError:
+        _restore(namespace, saved)
+        raise
+    except Exception as exc:
+        _restore(namespace, saved)
+        _fail(exc, filename, cell, display)
+    if result.kernel is not None and not options.no_run:
+        result.run = _run(options, result, namespace)
+    MEMORY.put(key, ({name: namespace[name] for name in names if name in namespace}, result))
+    return result
+
+
+def _compile_chosen(
+    options: Any, kernels: dict[str, Any], namespace: dict[str, Any], cell: str
+) -> CellResult:
+    result = CellResult(cell=cell, kernels=kernels)
+    if options.kernel is not None and options.kernel not in kernels:
+        raise UsageError(
+            f"%%tilelang: --kernel {options.kernel!r} is not a kernel of this cell "
+            f"(it defines {', '.join(kernels) or 'none'})"
+        )
+    if not kernels:
+        result.note = "no kernel found: decorate with @tilelang.jit / @tb.jit or define a @T.prim_func"
+        return result
+    name = options.kernel or list(kernels)[-1]
+    jit = kernels[name]
+    args, kwargs = _call_args(" ".join(options.call), namespace, "the call")
+    result.name, result.source = name, _source_of(jit, cell)
+    if jit.mode != "prim_func" and not args and not kwargs and _needs_arguments(jit):
+        result.note = f"not compiled: give {name}'s arguments on the magic line, e.g. %%tilelang A, B"
+        return result
+    start = time.perf_counter()
+    compiled = jit.compile(*args, **kwargs)
+    result.compile_s = time.perf_counter() - start
+    result.kernel = compiled
+    result.artifacts = compiled.artifacts()
+    result.call = (args, kwargs)
+    return result
+
+
+def _needs_arguments(jit: Any) -> bool:
+    signature = inspect.signature(jit.func)
+    return any(
+        p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        for p in signature.parameters.values()
+    )
+
+
+def _run(options: Any, result: CellResult, namespace: dict[str, Any]) -> Any:
+    from tilebench.compiler.runtime import has_gpu
+    from tilebench.kernel.trial import RunReport, run_trial
+
+    if not has_gpu():
+        return RunReport("compile-only", "no CUDA device")
+    args, kwargs = result.call
+    explicit = _evaluate(options.inputs, namespace, "--inputs")
+    inputs = _inputs_for(result.kernels[result.name], result.kernel, args, kwargs, explicit)
+    if isinstance(inputs, str):
+        return RunReport("skipped", inputs)
+    ref = _evaluate(options.ref, namespace, "--ref")
+    flops = _evaluate(options.flops, namespace, "--flops")
+    nbytes = _evaluate(options.bytes, namespace, "--bytes")
+    return run_trial(
+        result.kernel, inputs, ref=ref, flops=flops, nbytes=nbytes, rtol=options.rtol, atol=options.atol
+    )
+
+
+LINE_DIRECTIVES = "tl.emit_line_directives"
+
+
+def with_line_directives(jit: Any) -> Any:
+    """Cell kernels emit `#line` directives (unless they say otherwise), so nvcc errors name cell lines."""
+    if LINE_DIRECTIVES in dict(jit.options.pass_configs):
+        return jit
+    return jit.with_options(pass_configs={LINE_DIRECTIVES: True})
+
+
+def compile_overrides(options: Any) -> dict[str, Any]:
+    """Compile options named on the magic line, validated (a bad one is a UsageError naming it)."""
+    from tilebench.compiler.options import BACKENDS, pass_config_key
+    from tilebench.compiler.targets import TargetError, resolve_target
+
+    overrides: dict[str, Any] = {}
+    if options.target is not None:
+        try:
+            resolve_target(options.target)
+        except (TargetError, ValueError) as exc:
+            raise UsageError(f"%%tilelang: --target {options.target!r}: {exc}") from None
+        overrides["target"] = options.target
+    if options.backend is not None:
+        if options.backend not in BACKENDS:
+            raise UsageError(f"%%tilelang: --backend {options.backend!r} is not one of {', '.join(BACKENDS)}")
+        overrides["execution_backend"] = options.backend
+    if options.pass_config:
+        configs = {}
+        for item in options.pass_config:
+            name, sep, text = item.partition("=")
+            if not sep:
+                raise UsageError(f"%%tilelang: --pass-config takes KEY=VALUE, got {item!r}")
+            try:
+                configs[pass_config_key(name.strip())] = _literal(text.strip())
+            except ValueError as exc:
+                raise UsageError(f"%%tilelang: --pass-config {item!r}: {exc}") from None
+        overrides["pass_configs"] = configs
+    if options.compile_flags is not None:
+        overrides["compile_flags"] = options.compile_flags
+    return overrides
+
+
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def _fail(error: BaseException, filename: str, cell: str, display: Callable[[Any], Any]) -> None:
+    from tilebench.magic.errors import explain
+
+    report = explain(error, filename, cell)
+    display(_ErrorView(report))
+    raise TileLangCellError(report) from error
+
+
+class _ErrorView:
+    def __init__(self, report: Any) -> None:
+        self.report = report
+
+    def _repr_html_(self) -> str:
+        return self.report.html()
+
+    def __repr__(self) -> str:
+        return self.report.text()

@@ -1,0 +1,58 @@
+"""The `%tilebench` line magic's commands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+class _Text(str):
+    """Shown as plain text (no quotes) in IPython."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def info(shell: Any, words: list[str]) -> _Text:
+    import tilelang
+    import torch
+
+    import tilebench
+    from tilebench.compiler.runtime import has_gpu
+    from tilebench.compiler.targets import describe_target, resolve_target
+    from tilebench.config import settings
+
+    device = torch.cuda.get_device_name() if has_gpu() else "none (compile-only)"
+    return _Text(
+        "\n".join(
+            [
+                f"tilebench {tilebench.__version__}, tilelang {tilelang.__version__}, torch {torch.__version__}",
+                f"GPU: {device}",
+                f"target: {describe_target(resolve_target(None))}",
+                f"cache: {settings.cache_dir}",
+            ]
+        )
+    )
+
+
+def cache(shell: Any, words: list[str]) -> Any:
+    from tilebench.kernel.cache import cache_info
+
+    return cache_info()
+
+
+def clear_cache(shell: Any, words: list[str]) -> _Text:
+    from tilebench.kernel.cache import clear_cache as clear
+    from tilebench.magic.cell import MEMORY
+
+    cells = len(MEMORY)
+    MEMORY.clear()
+    clear()
+    return _Text(f"cleared the kernel cache and {cells} remembered cell(s)")
+
+
+COMMANDS: dict[str, Callable[[Any, list[str]], Any]] = {
+    "info": info,
+    "cache": cache,
+    "clear-cache": clear_cache,
+}

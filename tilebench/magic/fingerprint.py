@@ -1,0 +1,79 @@
+"""The content hash of a %%tilelang cell run, and the memory of what each hash produced.
+
+The key covers the cell text, the magic line, the target, the versions, and a fingerprint of every
+global the cell reads (values for plain data, shape/dtype/device for tensors, identity for the rest),
+so editing a cell, a kernel it calls or a size it reads all miss, as `%%cython` misses on new code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+_PLAIN = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _describe(value: Any, depth: int = 0) -> str:
+    if isinstance(value, _PLAIN):
+        return repr(value)[:1000]
+    if isinstance(value, (tuple, list)) and depth < 2 and len(value) <= 64:
+        return type(value).__name__ + "(" + ",".join(_describe(v, depth + 1) for v in value) + ")"
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "dtype"):
+        device = getattr(value, "device", None)
+        stride = value.stride() if callable(getattr(value, "stride", None)) else None
+        return f"{type(value).__name__}({tuple(shape)},{value.dtype},{device},{stride})"
+    module = type(value).__module__
+    if module in ("torch", "tvm_ffi._dtype") or type(value).__name__ == "dtype":
+        return f"{module}.{value}"
+    if type(value).__name__ == "module":
+        return f"module {value.__name__}"
+    return f"{type(value).__qualname__}@{id(value):x}"
+
+
+def versions() -> str:
+    parts = [sys.version.split()[0]]
+    for name in ("tilelang", "torch", "tilebench"):
+        module = sys.modules.get(name)
+        parts.append(f"{name}={getattr(module, '__version__', '?')}")
+    return " ".join(parts)
+
+
+def cell_key(cell: str, line: str, target: str, names: Iterable[str], namespace: Mapping[str, Any]) -> str:
+    digest = hashlib.sha256()
+    for part in (cell, line, target, versions()):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    for name in sorted(set(names)):
+        if name in namespace:
+            digest.update(f"{name}={_describe(namespace[name])}\0".encode())
+    return digest.hexdigest()
+
+
+class CellMemory:
+    """The last `size` cell outcomes by key (least recently used dropped first)."""
+
+    def __init__(self, size: int = 32) -> None:
+        self.size = size
+        self._items: OrderedDict[str, Any] = OrderedDict()
+
+    def get(self, key: str) -> Any:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: str, value: Any) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -1,0 +1,86 @@
+"""`%%tilelang` and `%tilebench`, registered by `%load_ext tilebench`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+
+@magics_class
+class TileLangMagics(Magics):
+    @magic_arguments()
+    @argument(
+        "call",
+        nargs="*",
+        help="Arguments to compile the kernel with, as in a call: `A, B` (tensors or tb.place(...) "
+        "placeholders) for an eager kernel, `1024, 1024, 1024` for a lazy factory. Evaluated in "
+        "the notebook's namespace after the cell ran.",
+    )
+    @argument("-k", "--kernel", help="Which kernel of the cell to compile (default: the last one defined).")
+    @argument(
+        "--inputs",
+        help="Expression giving the inputs to run the compiled kernel with "
+        "(default: the eager call's tensors, else random tensors from the kernel's signature).",
+    )
+    @argument(
+        "--target",
+        help="Compile target, e.g. 'cuda -arch=sm_80' or 'sm_90a' (default: this GPU, "
+        "else TILEBENCH_DEFAULT_ARCH).",
+    )
+    @argument("--backend", help="tilelang execution backend: tvm_ffi, cython, nvrtc, ...")
+    @argument(
+        "--pass-config",
+        action="append",
+        metavar="KEY=VALUE",
+        help="A tilelang pass config (PassConfigKey name or value); repeatable.",
+    )
+    @argument("--compile-flags", help="Extra nvcc flags, one string: '-O3 --use_fast_math'.")
+    @argument("--ref", help="Reference callable to check against and time beside, e.g. 'lambda A, B: A @ B'.")
+    @argument("--rtol", type=float, help="Relative tolerance of the check (default by dtype).")
+    @argument("--atol", type=float, help="Absolute tolerance of the check (default by dtype).")
+    @argument("--flops", help="FLOPs of one call (an expression), to report TFLOP/s.")
+    @argument("--bytes", help="Bytes moved by one call (an expression), to report GB/s.")
+    @argument("--no-run", action="store_true", help="Compile and inspect only.")
+    @argument("--force", action="store_true", help="Ignore the cell cache: run and compile again.")
+    @argument("-o", "--output", metavar="VAR", help="Store the result object (CellResult) in VAR.")
+    @cell_magic
+    def tilelang(self, line: str, cell: str) -> None:
+        """Define TileLang kernels in a cell, compile one, show its panel and run it against a reference.
+
+        The cell runs with `T` (tilelang.language), `tilelang`, `torch` and `tb` available. Kernels it
+        defines (`@tilelang.jit`/`@tb.jit` functions, lazy factories, `@T.prim_func`s) land in the
+        namespace as tilebench kernels. Re-running an unchanged cell reuses what was compiled.
+
+        Example::
+
+            %%tilelang A, B --ref "lambda A, B: A @ B" --flops 2*M*N*K
+            @tilelang.jit
+            def gemm(A, B, block_M: int = 128): ...
+        """
+        from IPython.display import display
+
+        from tilebench.magic.cell import run_cell
+
+        options = parse_argstring(self.tilelang, line)
+        result = run_cell(self.shell, options, line, cell, display)
+        if options.output:
+            self.shell.user_ns[options.output] = result
+        display(result)
+
+    @line_magic
+    def tilebench(self, line: str) -> Any:
+        """`%tilebench info | cache | clear-cache`: versions and target, the kernel cache, clearing it."""
+        from tilebench.magic.commands import COMMANDS
+
+        words = line.split()
+        command = COMMANDS.get(words[0] if words else "info")
+        if command is None:
+            raise UsageError(f"%tilebench: unknown command {line!r}; use one of: {', '.join(COMMANDS)}")
+        return command(self.shell, words[1:])
+
+
+def load(shell: Any) -> None:
+    shell.register_magics(TileLangMagics)
