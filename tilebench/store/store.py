@@ -263,7 +263,7 @@ def default_store() -> RecordStore:
 
 def _prepare(conn: sqlite3.Connection) -> None:
     """WAL, relaxed syncing (safe in WAL: a crash loses at most the last commits, never the file), schema."""
-    conn.execute("PRAGMA journal_mode=WAL")
+    _switch_to_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
@@ -274,6 +274,21 @@ def _prepare(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
     if version < SCHEMA_VERSION:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _switch_to_wal(conn: sqlite3.Connection, patience: float = 30.0) -> None:
+    """Enter WAL mode once per file. Switching ignores the busy timeout (SQLITE_BUSY at once while
+    another connection has a fresh store open), so it is retried here."""
+    deadline = time.monotonic() + patience
+    delay = 0.005
+    while conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
 
 
 def _insert(conn: sqlite3.Connection, record: Record) -> None:
