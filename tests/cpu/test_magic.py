@@ -93,6 +93,21 @@ def test_lazy_factory_and_prim_func_are_found(ip):
     assert ip.user_ns["prim"].name == "fill" and ip.user_ns["prim"].kernel is not None
 
 
+def test_line_expressions_are_unquoted_and_evaluated(ip, gemm_result):
+    values = gemm_result.values
+    assert callable(values.ref) and values.ref.__name__ == "<lambda>"
+    ip.run_cell_magic(
+        "tilelang", "A, B --no-run -o r --flops 2*1024*512*256 --bytes '2 * (1024*512)'", EAGER_GEMM
+    )
+    assert ip.user_ns["r"].values.flops == 2 * 1024 * 512 * 256
+    assert ip.user_ns["r"].values.nbytes == 2 * 1024 * 512
+
+
+def test_space_separated_call_values(ip):
+    ip.run_cell_magic("tilelang", "-k vector_add 4096 512 -o spaced --no-run", LAZY_AND_PRIM)
+    assert ip.user_ns["spaced"].call == ((4096, 512), {})
+
+
 def test_kernel_without_arguments_is_defined_not_compiled(ip):
     ip.run_cell_magic("tilelang", "-o bare", EAGER_GEMM)
     result = ip.user_ns["bare"]
@@ -109,6 +124,10 @@ def test_kernel_without_arguments_is_defined_not_compiled(ip):
         ("--bogus", "unrecognized arguments"),
         ("-k nothing A, B", "not a kernel of this cell"),
         ("A, B, =", "not a Python argument list"),
+        ("A, B --ref 3", "--ref must be callable"),
+        ("A, B --flops 2*undefined_size", "--flops '2\\*undefined_size' failed: NameError"),
+        ("A, B --bytes \"'many'\"", "--bytes must be a positive number"),
+        ("A, B --inputs (", "--inputs '\\(' is not a Python expression"),
     ],
 )
 def test_bad_options_raise_usage_error(ip, line, match):

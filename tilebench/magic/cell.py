@@ -51,23 +51,69 @@ def _quiet_builder(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith("Failed to build")
 
 
-def _call_args(text: str, namespace: dict[str, Any], what: str) -> tuple[tuple, dict]:
-    """Evaluate an argument list written on the magic line (`A, B, block_M=64`) in the user namespace."""
-    if not text.strip():
+def _unquote(text: str) -> str:
+    """magic_arguments keeps the quotes of a quoted value: `--ref 'lambda A: A'` arrives quoted."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _call_args(tokens: list[str], namespace: dict[str, Any]) -> tuple[tuple, dict]:
+    """The magic line's argument list (`A, B, block_M=64`, or `1024 1024 1024`) evaluated as a call."""
+    if not tokens:
         return (), {}
-    try:
-        return eval(f"__tb_args({text})", namespace, {"__tb_args": lambda *a, **k: (a, k)})
-    except SyntaxError as exc:
-        raise UsageError(f"%%tilelang: {what} {text!r} is not a Python argument list: {exc.msg}") from None
+    texts = [" ".join(_unquote(t) for t in tokens)]
+    texts.append(", ".join(_unquote(t).rstrip(",") for t in tokens))  # space-separated values
+    for text in texts:
+        try:
+            code = compile(f"__tb_args({text})", "<%%tilelang line>", "eval", dont_inherit=True)
+        except SyntaxError as exc:
+            problem = exc.msg
+            continue
+        return _run_expression(
+            code, namespace, {"__tb_args": lambda *a, **k: (a, k)}, f"the call {texts[0]!r}"
+        )
+    raise UsageError(f"%%tilelang: the call {texts[0]!r} is not a Python argument list: {problem}")
 
 
 def _evaluate(text: str | None, namespace: dict[str, Any], what: str) -> Any:
+    """An option's Python expression, evaluated in the user namespace; errors name the option."""
     if text is None:
         return None
+    text = _unquote(text)
     try:
-        return eval(text, namespace)
+        code = compile(text, "<%%tilelang line>", "eval", dont_inherit=True)
     except SyntaxError as exc:
         raise UsageError(f"%%tilelang: {what} {text!r} is not a Python expression: {exc.msg}") from None
+    return _run_expression(code, namespace, {}, f"{what} {text!r}")
+
+
+def _run_expression(code: Any, namespace: dict[str, Any], local: dict[str, Any], what: str) -> Any:
+    try:
+        return eval(code, namespace, local)
+    except Exception as exc:
+        raise UsageError(f"%%tilelang: {what} failed: {type(exc).__name__}: {exc}") from None
+
+
+class _LineValues:
+    """The magic line's expressions, evaluated once the cell has run (they may use its names)."""
+
+    def __init__(self, options: Any, namespace: dict[str, Any]) -> None:
+        self.ref = _evaluate(options.ref, namespace, "--ref")
+        if self.ref is not None and not callable(self.ref):
+            raise UsageError(f"%%tilelang: --ref must be callable, got {type(self.ref).__name__}")
+        self.flops = _number(_evaluate(options.flops, namespace, "--flops"), "--flops")
+        self.nbytes = _number(_evaluate(options.bytes, namespace, "--bytes"), "--bytes")
+        self.inputs = _evaluate(options.inputs, namespace, "--inputs")
+
+
+def _number(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise UsageError(f"%%tilelang: {what} must be a positive number, got {value!r}")
+    return float(value)
 
 
 def _restore(namespace: dict[str, Any], saved: dict[str, Any]) -> None:
@@ -162,7 +208,8 @@ def _compile_chosen(
         return result
     name = options.kernel or list(kernels)[-1]
     jit = kernels[name]
-    args, kwargs = _call_args(" ".join(options.call), namespace, "the call")
+    args, kwargs = _call_args(options.call, namespace)
+    result.values = _LineValues(options, namespace)
     result.name, result.source = name, _source_of(jit, cell)
     if jit.mode != "prim_func" and not args and not kwargs and _needs_arguments(jit):
         result.note = f"not compiled: give {name}'s arguments on the magic line, e.g. %%tilelang A, B"
@@ -191,13 +238,11 @@ def _run(options: Any, result: CellResult, namespace: dict[str, Any]) -> Any:
     if not has_gpu():
         return RunReport("compile-only", "no CUDA device")
     args, kwargs = result.call
-    explicit = _evaluate(options.inputs, namespace, "--inputs")
-    inputs = _inputs_for(result.kernels[result.name], result.kernel, args, kwargs, explicit)
+    values = result.values
+    inputs = _inputs_for(result.kernels[result.name], result.kernel, args, kwargs, values.inputs)
     if isinstance(inputs, str):
         return RunReport("skipped", inputs)
-    ref = _evaluate(options.ref, namespace, "--ref")
-    flops = _evaluate(options.flops, namespace, "--flops")
-    nbytes = _evaluate(options.bytes, namespace, "--bytes")
+    ref, flops, nbytes = values.ref, values.flops, values.nbytes
     return run_trial(
         result.kernel, inputs, ref=ref, flops=flops, nbytes=nbytes, rtol=options.rtol, atol=options.atol
     )

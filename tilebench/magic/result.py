@@ -25,6 +25,7 @@ class CellResult:
     cached: bool = False
     note: str = ""
     call: tuple = dataclasses.field(default=((), {}), repr=False)  # the line's (args, kwargs)
+    values: Any = dataclasses.field(default=None, repr=False)  # the line's --ref, --flops, ... evaluated
     _panel: Any = dataclasses.field(default=None, repr=False)
 
     def summary(self) -> str:
