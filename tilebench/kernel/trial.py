@@ -63,21 +63,32 @@ def _clone(inputs: Sequence[Any]) -> list[Any]:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def default_tolerance(dtype: Any) -> tuple[float, float]:
-    """(rtol, atol) by output dtype, as torch.testing does for low precision."""
+def default_tolerance(dtypes: Sequence[Any]) -> tuple[float, float]:
+    """(rtol, atol) for the least precise of the dtypes involved (inputs and output)."""
     import torch
 
-    if dtype in (torch.float16, torch.bfloat16):
+    floats = [d for d in dtypes if d.is_floating_point]
+    if any(d.itemsize == 1 for d in floats):  # fp8
+        return 1.25e-1, 1.25e-1
+    if any(d in (torch.float16, torch.bfloat16) for d in floats):
         return 1e-2, 1e-2
-    if dtype == torch.float32:
+    if any(d == torch.float32 for d in floats):
         return 1e-4, 1e-4
-    return 0.0, 0.0
+    return (1e-7, 1e-7) if floats else (0.0, 0.0)
 
 
 def compare_outputs(
-    got: Sequence[Any], want: Sequence[Any], rtol: float | None, atol: float | None
+    got: Sequence[Any],
+    want: Sequence[Any],
+    rtol: float | None,
+    atol: float | None,
+    input_dtypes: Sequence[Any] = (),
 ) -> tuple[float, float, bool, str]:
-    """(max abs error, max rel error, passed, message) over pairs of tensors."""
+    """(max abs error, max rel error, passed, message) over pairs of tensors.
+
+    The relative error is the largest absolute error over the largest reference magnitude, which
+    stays meaningful where the reference crosses zero.
+    """
     import torch
 
     if len(got) != len(want):
@@ -97,13 +108,13 @@ def compare_outputs(
                 False,
                 f"output {index}: shape {tuple(g.shape)}, reference {tuple(w.shape)}",
             )
-        rt, at = default_tolerance(w.dtype)
+        rt, at = default_tolerance([*input_dtypes, w.dtype, g.dtype])
         rt, at = rtol if rtol is not None else rt, atol if atol is not None else at
         g64, w64 = g.detach().to(torch.float64), w.detach().to(w.device).to(torch.float64)
         diff = (g64.to(w64.device) - w64).abs()
         if diff.numel():
             max_abs = max(max_abs, float(diff.max()))
-            max_rel = max(max_rel, float((diff / w64.abs().clamp_min(max(at, 1e-12))).max()))
+            max_rel = max(max_rel, float(diff.max() / w64.abs().max().clamp_min(1e-30)))
         ok = bool(torch.isclose(g64.to(w64.device), w64, rtol=rt, atol=at, equal_nan=True).all())
         if not ok and passed:
             passed, message = False, f"output {index} differs beyond rtol={rt}, atol={at}"
@@ -139,7 +150,8 @@ def run_trial(
         got = _tensors(result) or _tensors(list(inputs)[-1:])
         if ref is not None:
             want = _tensors(ref(*ref_inputs)) or _tensors(ref_inputs[-1:])
-            abs_err, rel_err, passed, message = compare_outputs(got, want, rtol, atol)
+            dtypes = [x.dtype for x in _tensors(list(inputs))]
+            abs_err, rel_err, passed, message = compare_outputs(got, want, rtol, atol, dtypes)
             report.max_abs_error, report.max_rel_error, report.passed = abs_err, rel_err, passed
             if not passed:
                 report.status, report.message = "mismatch", message
