@@ -1,0 +1,160 @@
+"""The bench worker with real kernels on the GPU: stats, early stop, mismatch, illegal address, hang.
+
+Kernels are compiled by the compile pool first; the worker's ``tilelang.compile`` is a disk-cache hit.
+"""
+
+import re
+import time
+
+import pytest
+import torch
+
+from tilebench.compiler.options import CompileOptions
+from tilebench.compiler.pool import compile_in_pool
+from tilebench.compiler.runtime import tilelang
+from tilebench.compiler.targets import resolve_target
+from tilebench.tuner.bench_job import BenchJob
+from tilebench.tuner.bench_worker import BenchmarkWorker
+
+N = 1 << 20
+OPTIONS = CompileOptions.create(out_idx=[-1])
+# Without this, tilelang's safe-memory pass proves the far store out of bounds and drops it.
+UNSAFE = CompileOptions.create(out_idx=[-1], pass_configs={"tl.disable_safe_memory_legalize": True})
+
+
+def affine(n: int = N, block: int = 256):
+    """B = A * 2 + 1."""
+    T = tilelang().language
+
+    @T.prim_func
+    def affine(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                B[bx * block + i] = A[bx * block + i] * 2.0 + 1.0
+
+    return affine
+
+
+def far_write(n: int = 4096, block: int = 128):
+    """Every thread stores 4 GB * (its index + 1) past B: an illegal address."""
+    T = tilelang().language
+
+    @T.prim_func
+    def far_write(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                B[T.Cast("int64", bx * block + i + 1) * T.int64(1000000000)] = A[bx * block + i]
+
+    return far_write
+
+
+def spin(n: int = 4096):
+    """(2**31 - 1)**2 dependent multiply-adds on data the compiler cannot see: it never finishes."""
+    T = tilelang().language
+
+    @T.prim_func
+    def spin(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            acc = T.alloc_var("float32")
+            acc = A[0]
+            for i in T.serial(2147483647):
+                for j in T.serial(2147483647):
+                    acc = acc * A[j % n] + A[i % n]
+            B[0] = acc
+
+    return spin
+
+
+def job(func, options: CompileOptions = OPTIONS, **fields) -> BenchJob:
+    [outcome] = compile_in_pool([func], options)
+    assert outcome.ok, outcome.message
+    kwargs = options.tilelang_kwargs(resolve_target(options.target_dict_or_str()))
+    return BenchJob.create(func, kwargs, **fields)
+
+
+def good_job(**fields) -> BenchJob:
+    return job(affine(), ref=lambda a: a * 2 + 1, rep_ms=20, **fields)
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with BenchmarkWorker(device_index=0) as worker:
+        yield worker
+
+
+def test_ok_with_sane_statistics(worker):
+    result = worker.run(good_job(flops=2 * N, nbytes=8 * N), timeout=120)
+    assert result.status == "ok", result.message
+    assert 0 < result.min_ms <= result.median_ms <= result.max_ms and result.n >= 10
+    assert result.full and result.quick_ms is None
+    assert result.tflops > 0 and result.gbps > 0
+    assert result.max_abs_error == 0 and result.mismatch_ratio == 0
+    assert result.label == "affine" and result.seconds > 0
+
+
+def test_early_stop_times_in_full_only_near_the_best(worker):
+    first = worker.run(good_job(full_if_within=1.5, quick_rep_ms=5), timeout=120)
+    assert first.status == "ok" and first.full and first.quick_ms > 0, first
+    far = worker.run(good_job(full_if_within=1.5, quick_rep_ms=5, best_so_far_ms=first.median_ms / 100), 120)
+    assert far.status == "ok" and not far.full and far.median_ms == pytest.approx(far.quick_ms)
+    near = worker.run(good_job(full_if_within=1.5, quick_rep_ms=5, best_so_far_ms=first.median_ms * 2), 120)
+    assert near.status == "ok" and near.full
+
+
+def test_the_reference_runs_once_per_input_signature(worker, tmp_path):
+    calls = tmp_path / "ref-calls"
+
+    def ref(a):
+        with open(calls, "a") as f:
+            f.write("x")
+        return a * 2 + 1
+
+    for _ in range(2):
+        result = worker.run(job(affine(), ref=ref, seed=7, rep_ms=5), timeout=120)
+        assert result.status == "ok", result.message
+    assert calls.read_text() == "x"
+
+
+def test_a_wrong_result_is_a_mismatch_and_is_not_timed(worker):
+    result = worker.run(job(affine(), ref=lambda a: a * 3), timeout=120)
+    assert result.status == "mismatch" and "differ beyond" in result.message
+    assert result.mismatch_ratio > 0.5 and result.max_abs_error > 0 and result.median_ms is None
+
+
+def test_bad_arguments_are_a_launch_error_and_the_worker_stays(worker):
+    assert worker.run(good_job(), timeout=120).status == "ok"
+    pid = worker.pid
+    result = worker.run(good_job(inputs=[((N,), "float16")]), timeout=120)
+    assert result.status == "launch_error", result
+    assert worker.pid == pid
+
+
+def test_unloadable_tir_is_a_compile_error(worker):
+    result = worker.run(BenchJob("not json", {}, label="broken"), timeout=120)
+    assert result.status == "compile_error" and result.label == "broken" and result.message
+
+
+def test_an_illegal_address_is_a_crash_and_the_next_job_gets_a_fresh_worker(worker):
+    assert worker.run(good_job(), timeout=120).status == "ok"
+    pid = worker.pid
+    result = worker.run(job(far_write(), UNSAFE), timeout=120)
+    assert result.status == "crash", result
+    assert re.search("illegal", result.message, re.IGNORECASE), result.message
+    assert worker.pid is None
+    after = worker.run(good_job(), timeout=120)
+    assert after.status == "ok", after.message
+    assert worker.pid not in (None, pid)
+
+
+def test_a_kernel_that_never_finishes_times_out_and_the_parent_still_runs_cuda(worker):
+    assert torch.ones(8, device="cuda").sum().item() == 8
+    hang = job(spin(), skip_check=True)
+    assert worker.run(good_job(), timeout=120).status == "ok"  # warm: the timeout below is all kernel
+    start = time.monotonic()
+    result = worker.run(hang, timeout=5)
+    assert result.status == "timeout" and "5 s" in result.message, result
+    assert time.monotonic() - start < 30 and worker.pid is None
+    x = torch.arange(1024, device="cuda", dtype=torch.float32)
+    assert (x * 2).sum().item() == 1023 * 1024
+    after = worker.run(good_job(), timeout=120)
+    assert after.status == "ok", after.message

@@ -1,0 +1,399 @@
+"""One benchmark job: load a compiled kernel, check it against a reference, time it (runs in a bench worker).
+
+A ``BenchJob`` is a picklable dataclass whose ``__call__`` runs in the worker process and returns a
+``BenchResult`` (plain data, never an exception). The worker keeps the last inputs and a few reference
+outputs, so configs of one kernel share one reference run. Inputs come from ``supply_type`` (tilelang's
+``TensorSupplyType`` names) and ``seed``; a zero supply is refused, since it hides kernels that write nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import re
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from tilebench.compiler.pool import readable_error
+
+if TYPE_CHECKING:
+    from tvm.tirx import PrimFunc
+
+    from tilebench.compiler.pool import CompileRequest
+
+Status = Literal["ok", "compile_error", "launch_error", "crash", "timeout", "mismatch", "skipped"]
+InputSpec = Sequence[tuple[Sequence[int], Any]]  # (shape, dtype: a name like "float16" or a torch.dtype)
+
+# auto: as tilelang (uniform(-1, 1) floats, small ints); normal is tilelang's N(-1, 1), randn N(0, 1).
+SUPPLY_TYPES = ("auto", "integer", "uniform", "normal", "randn", "one")
+# Errors after which the CUDA context is unusable: the worker answers, then exits, and is respawned.
+_STICKY = re.compile(
+    r"illegal (memory access|address|instruction)|misaligned address|unspecified launch failure"
+    r"|device-side assert|hardware stack error|uncorrectable ECC|launch timed out"
+    r"|cudaError(IllegalAddress|MisalignedAddress|LaunchFailure|Assert|IllegalInstruction|HardwareStackError)"
+    r"|CUDA_ERROR_(ILLEGAL_ADDRESS|MISALIGNED_ADDRESS|LAUNCH_FAILED|ASSERT|ILLEGAL_INSTRUCTION)",
+    re.IGNORECASE,
+)
+_MAX_REPS = 10_000
+_REF_CACHE_SIZE = 4
+_inputs_cache: dict[tuple, list[Any]] = {}  # worker-process state: at most one entry
+_ref_cache: dict[tuple, list[Any]] = {}
+_flush: dict[int, Any] = {}  # device index -> 256 MB buffer zeroed before each timed call (cold L2)
+
+
+def classify_error(text: str) -> Status:
+    """The status for a CUDA error's text: "crash" when sticky (the context is dead), else "launch_error"."""
+    return "crash" if _STICKY.search(text) else "launch_error"
+
+
+@dataclasses.dataclass
+class BenchResult:
+    """What one job measured. Times are milliseconds per call; ``quick_ms`` is the early-stop estimate."""
+
+    status: Status
+    message: str = ""
+    median_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    n: int = 0
+    quick_ms: float | None = None
+    full: bool = False
+    tflops: float | None = None
+    gbps: float | None = None
+    max_abs_error: float | None = None
+    mismatch_ratio: float | None = None
+    seconds: float = 0.0
+    label: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def run_job(job: Callable[[], BenchResult]) -> BenchResult:
+    """Call a job in this process; whatever it raises comes back as text in a result."""
+    start = time.perf_counter()
+    try:
+        result = job()
+    except Exception as exc:  # the traceback (and the tensors it pins) dies with this block
+        text = readable_error(exc)
+        result = BenchResult(classify_error(text), f"the job raised {text}")
+    if not isinstance(result, BenchResult):
+        result = BenchResult("launch_error", f"the job returned a {type(result).__name__}, not a BenchResult")
+    result.label = result.label or str(getattr(job, "label", ""))
+    result.seconds = result.seconds or time.perf_counter() - start
+    return result
+
+
+def preload(device_index: int) -> None:
+    """Import tilelang and open the CUDA context before the first job, so no job's timeout pays for it."""
+    from tilebench.compiler.runtime import tilelang
+
+    tilelang()
+    import torch
+
+    if torch.cuda.is_available() and device_index < torch.cuda.device_count():
+        torch.cuda.set_device(device_index)
+        torch.ones(1, device=f"cuda:{device_index}").sum().item()
+
+
+@dataclasses.dataclass
+class BenchJob:
+    """Check one compiled config against ``ref`` and time it, in the bench worker.
+
+    ``ref`` and ``manual_check`` are cloudpickled callables: ``ref(*inputs)`` gives the expected output(s);
+    ``manual_check(outputs, ref_outputs)`` replaces the allclose check (raise or return False to fail);
+    with ``skip_check`` or no ``ref``, nothing is checked. A kernel that returns nothing is checked through
+    its last inputs (its in-place outputs), as many as the reference gives.
+    ``inputs`` describes the input tensors, or None to derive them from the kernel's static parameters.
+    Early stop: with ``full_if_within`` k, a quick estimate (``quick_rep_ms``) comes first, and the full
+    timing runs only when it is within k x ``best_so_far_ms``.
+    """
+
+    tir_json: str
+    compile_kwargs: dict[str, Any]
+    label: str = ""
+    inputs: InputSpec | None = None
+    supply_type: Any = "auto"
+    seed: int = 0
+    ref: bytes | None = None
+    rtol: float = 1e-2
+    atol: float = 1e-2
+    max_mismatched_ratio: float = 0.01
+    skip_check: bool = False
+    manual_check: bytes | None = None
+    cache_input_tensors: bool = True
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    quick_rep_ms: float = 10.0
+    full_if_within: float | None = None
+    best_so_far_ms: float | None = None
+    flops: float | None = None
+    nbytes: float | None = None
+    device_index: int = 0
+
+    def __post_init__(self) -> None:
+        self.supply_type = str(getattr(self.supply_type, "name", self.supply_type)).lower()
+        if self.supply_type == "zero":
+            raise ValueError("supply_type 'zero' is refused: zero inputs pass kernels that compute nothing")
+        if self.supply_type not in SUPPLY_TYPES:
+            raise ValueError(f"supply_type {self.supply_type!r} is not one of {', '.join(SUPPLY_TYPES)}")
+
+    @classmethod
+    def create(
+        cls,
+        source: PrimFunc | CompileRequest,
+        compile_kwargs: dict[str, Any] | None = None,
+        ref: Callable[..., Any] | None = None,
+        manual_check: Callable[[list, list], Any] | None = None,
+        **fields: Any,
+    ) -> BenchJob:
+        """A job for a PrimFunc compiled (into the disk cache) with ``compile_kwargs``, or a CompileRequest."""
+        import cloudpickle
+
+        from tilebench.compiler.pool import CompileRequest
+
+        if not isinstance(source, CompileRequest):
+            source = CompileRequest.from_func(source, compile_kwargs or {}, fields.pop("label", ""))
+        elif compile_kwargs is not None:
+            raise TypeError("a CompileRequest carries its compile kwargs; pass no compile_kwargs")
+        fields.setdefault("label", source.label)
+        ref_bytes, check_bytes = (
+            cloudpickle.dumps(f) if f is not None else None for f in (ref, manual_check)
+        )
+        return cls(
+            source.tir_json, copy.deepcopy(source.kwargs), ref=ref_bytes, manual_check=check_bytes, **fields
+        )
+
+    def __call__(self) -> BenchResult:
+        import torch
+
+        if not torch.cuda.is_available() or self.device_index >= torch.cuda.device_count():
+            return BenchResult("skipped", f"no CUDA device {self.device_index} in the bench worker")
+        device = torch.device("cuda", self.device_index)
+        torch.cuda.set_device(device)
+        try:
+            kernel, func = self._load()
+        except Exception as exc:
+            return BenchResult("compile_error", readable_error(exc))
+        try:
+            inputs = self._inputs(self._input_spec(kernel, func), device)
+        except Exception as exc:
+            return _failure("skipped", "no inputs: ", exc)
+        try:
+            want = self._reference(inputs) if self.ref is not None and not self.skip_check else None
+        except Exception as exc:
+            return _failure("skipped", "the reference failed: ", exc)
+        try:
+            args = _clone(inputs)
+            got = _tensors(kernel(*args))
+            torch.cuda.synchronize(device)
+        except Exception as exc:
+            return _failure("launch_error", "", exc)
+        check = BenchResult("ok")
+        if want is not None:
+            try:
+                check = self._compare(got or _tensors(args[len(args) - len(want) :]), want)
+            except Exception as exc:
+                return _failure("mismatch", "the check failed: ", exc)
+            if not check.ok:
+                return check
+        try:
+            return self._time(lambda: kernel(*inputs), device, check)
+        except Exception as exc:
+            return _failure("launch_error", "while timing: ", exc)
+
+    def _load(self) -> tuple[Any, Any]:
+        from tilebench.compiler.runtime import tilelang
+
+        tl = tilelang()
+        import tvm
+
+        func = tvm.ir.load_json(self.tir_json)
+        # deepcopy: a disk-cache load rewrites out_idx in place ([-1] -> [2]), changing later cache keys.
+        return tl.compile(func, **copy.deepcopy(self.compile_kwargs)), func
+
+    def _input_spec(self, kernel: Any, func: Any) -> tuple[tuple[tuple[int, ...], str], ...]:
+        if self.inputs is not None:
+            return tuple(
+                (tuple(int(d) for d in shape), str(dtype).removeprefix("torch."))
+                for shape, dtype in self.inputs
+            )
+        from tilebench.compiler.schema import param_specs
+
+        spec = []
+        for param in param_specs(func, tuple(kernel.out_idx or ())):
+            if param.is_output:
+                continue
+            if param.kind != "tensor" or not all(isinstance(d, int) for d in param.shape):
+                raise ValueError(f"cannot make up {param.describe()}; give BenchJob.inputs")
+            spec.append((tuple(param.shape), param.dtype))
+        return tuple(spec)
+
+    def _inputs(self, spec: tuple, device: Any) -> list[Any]:
+        import torch
+
+        from tilebench.kernel.inputs import torch_dtype
+
+        key = (spec, self.supply_type, self.seed, self.device_index)
+        if key in _inputs_cache:
+            return _inputs_cache[key]
+        _inputs_cache.clear()
+        generator = torch.Generator(device=device).manual_seed(self.seed)
+        made = [
+            _supply(shape, torch_dtype(name), self.supply_type, generator, device) for shape, name in spec
+        ]
+        if self.cache_input_tensors:
+            _inputs_cache[key] = made
+        return made
+
+    def _reference(self, inputs: list[Any]) -> list[Any]:
+        import cloudpickle
+        import torch
+
+        assert self.ref is not None
+        key = (tuple((tuple(x.shape), str(x.dtype)) for x in inputs), self.supply_type, self.seed)
+        key += (hashlib.sha256(self.ref).hexdigest(), self.device_index)
+        if key not in _ref_cache:
+            args = _clone(inputs)
+            outputs = _tensors(cloudpickle.loads(self.ref)(*args))
+            torch.cuda.synchronize()
+            while len(_ref_cache) >= _REF_CACHE_SIZE:
+                del _ref_cache[next(iter(_ref_cache))]
+            _ref_cache[key] = outputs or _tensors(args[-1:])  # a ref returning nothing wrote its last arg
+        return _ref_cache[key]
+
+    def _compare(self, got: list[Any], want: list[Any]) -> BenchResult:
+        if self.manual_check is not None:
+            import cloudpickle
+
+            if cloudpickle.loads(self.manual_check)(got, want) is False:
+                return BenchResult("mismatch", "manual_check returned False")
+            return BenchResult("ok")
+        import torch
+
+        if len(got) != len(want):
+            return BenchResult("mismatch", f"the kernel gave {len(got)} outputs, the reference {len(want)}")
+        worst, max_abs, message = 0.0, 0.0, ""
+        for index, (g, w) in enumerate(zip(got, want)):
+            if tuple(g.shape) != tuple(w.shape):
+                return BenchResult(
+                    "mismatch", f"output {index}: shape {tuple(g.shape)}, ref {tuple(w.shape)}"
+                )
+            g32, w32 = g.detach().float(), w.detach().to(g.device).float()
+            close = torch.isclose(g32, w32, rtol=self.rtol, atol=self.atol, equal_nan=True)
+            ratio = float((~close).sum()) / max(close.numel(), 1)
+            if g32.numel():
+                max_abs = max(max_abs, float((g32 - w32).abs().nan_to_num(float("inf")).max()))
+            if ratio > self.max_mismatched_ratio and not message:
+                message = (
+                    f"output {index}: {ratio:.2%} of elements differ beyond rtol={self.rtol:g}, "
+                    f"atol={self.atol:g} (allowed {self.max_mismatched_ratio:.2%})"
+                )
+            worst = max(worst, ratio)
+        status: Status = "mismatch" if message else "ok"
+        return BenchResult(status, message, max_abs_error=max_abs, mismatch_ratio=worst)
+
+    def _time(self, fn: Callable[[], Any], device: Any, check: BenchResult) -> BenchResult:
+        quick = None
+        if self.full_if_within is not None and self.quick_rep_ms:
+            times = _event_times(fn, device, self.warmup_ms, self.quick_rep_ms)
+            quick = statistics.median(times)
+            best = self.best_so_far_ms
+            if best is not None and quick > self.full_if_within * best:
+                return self._stats(times, check, quick, full=False)
+            times = _event_times(fn, device, 0.0, self.rep_ms)  # already warm
+        else:
+            times = _event_times(fn, device, self.warmup_ms, self.rep_ms)
+        return self._stats(times, check, quick, full=True)
+
+    def _stats(self, times: list[float], check: BenchResult, quick: float | None, full: bool) -> BenchResult:
+        median = statistics.median(times)
+        return dataclasses.replace(
+            check,
+            median_ms=median,
+            min_ms=min(times),
+            max_ms=max(times),
+            n=len(times),
+            quick_ms=quick,
+            full=full,
+            tflops=self.flops / median / 1e9 if self.flops else None,
+            gbps=self.nbytes / median / 1e6 if self.nbytes else None,
+        )
+
+
+def _failure(status: Status, prefix: str, exc: Exception) -> BenchResult:
+    text = readable_error(exc)
+    return BenchResult("crash" if _STICKY.search(text) else status, prefix + text)
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _clone(inputs: list[Any]) -> list[Any]:
+    return [x.clone() for x in inputs]
+
+
+def _supply(shape: tuple[int, ...], dtype: Any, kind: str, generator: Any, device: Any) -> Any:
+    """One input tensor; never all zeros (ints are drawn from {-2..2}, unsigned from {0, 1, 2})."""
+    import torch
+
+    if kind == "one":
+        return torch.ones(shape, dtype=dtype, device=device)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=generator, device=device).bool()
+    low, high = (-2, 3) if dtype.is_signed else (0, 3)
+    if dtype.is_floating_point and kind == "auto" and dtype.itemsize == 1:
+        low, high = -128, 128  # float8, as tilelang's auto supply
+    elif dtype.is_floating_point and kind != "integer":
+        wide = torch.empty(shape, dtype=torch.float32, device=device)
+        if kind == "randn":
+            wide.normal_(0.0, 1.0, generator=generator)
+        elif kind == "normal":
+            wide.normal_(-1.0, 1.0, generator=generator)
+        else:
+            wide.uniform_(-1.0, 1.0, generator=generator)
+        return wide.to(dtype)
+    return torch.randint(low, high, shape, generator=generator, device=device).to(dtype)
+
+
+def _event_times(fn: Callable[[], Any], device: Any, warmup_ms: float, rep_ms: float) -> list[float]:
+    """Milliseconds per call from CUDA events, L2 flushed before each call (as triton's do_bench)."""
+    import torch
+
+    if device.index not in _flush:
+        _flush[device.index] = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device=device)
+    flush = _flush[device.index]
+    fn()
+    torch.cuda.synchronize(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        flush.zero_()
+        fn()
+    end.record()
+    end.synchronize()
+    estimate = max(start.elapsed_time(end) / 5, 1e-3)
+    for _ in range(max(1, int(warmup_ms / estimate))):
+        fn()
+    count = min(_MAX_REPS, max(1, int(rep_ms / estimate)))
+    events = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)
+    ]
+    for begin, finish in events:
+        flush.zero_()
+        begin.record()
+        fn()
+        finish.record()
+    torch.cuda.synchronize(device)
+    return [begin.elapsed_time(finish) for begin, finish in events]

@@ -1,0 +1,194 @@
+"""A long-lived spawn worker process that benchmarks jobs for one GPU; the notebook never runs a candidate.
+
+``BenchmarkWorker.run(job, timeout)`` sends a picklable job (a ``BenchJob``, or any picklable callable that
+returns a ``BenchResult``) and always returns a ``BenchResult``: a timeout kills the worker's process group,
+a dead worker is a "crash" naming its signal, and a sticky CUDA error (the job's result says "crash") makes
+the worker exit after answering. The next job starts a fresh worker. Ctrl-C in the caller kills the worker
+and re-raises, so the caller keeps the results it has and stops.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+from tilebench.compiler.pool import _die_with_parent, readable_error
+from tilebench.compiler.runtime import prepare_environment
+from tilebench.tuner.bench_job import BenchResult, preload, run_job
+
+_START_TIMEOUT = 300.0  # importing tilelang and opening a CUDA context; not counted against a job's timeout
+_POLL_S = 0.2  # waits are sliced so Ctrl-C lands promptly whichever thread the signal reaches
+_TIMEOUT, _DIED = object(), object()
+
+
+def _worker_main(conn: Connection, parent_pid: int, device_index: int, warm: bool, cache_dir: str) -> None:
+    """Loop of the worker process: receive a job, send its BenchResult; exit after a "crash" result."""
+    os.setsid()  # own process group: a timeout kills nvcc and other grandchildren too; no terminal Ctrl-C
+    _die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a run stops
+    if warm:
+        with contextlib.suppress(Exception):  # a broken device shows up in the first job's result instead
+            preload(device_index)
+    os.environ["TILELANG_CACHE_DIR"] = cache_dir  # the parent's folder: its compile pool filled it
+    conn.send("ready")
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:  # the parent closed the pipe
+            return
+        except Exception as exc:  # e.g. the job's class cannot be imported here
+            conn.send(
+                BenchResult("skipped", f"the bench worker could not load the job: {readable_error(exc)}")
+            )
+            continue
+        result = run_job(job)
+        del job
+        conn.send(result)
+        if result.status == "crash":  # a sticky CUDA error: this process's context is dead
+            os._exit(70)
+
+
+def _exit_reason(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        return f"bench worker was killed by {signal.Signals(-exitcode).name}"
+    return f"bench worker exited with code {exitcode}"
+
+
+class BenchmarkWorker:
+    """One spawn process benchmarking jobs on ``cuda:device_index``; started on the first ``run``.
+
+    ``warm`` (default) imports tilelang and opens the CUDA context before the first job, under its own
+    ``start_timeout``; tests of the process machinery turn it off.
+    """
+
+    def __init__(
+        self, device_index: int = 0, warm: bool = True, start_timeout: float = _START_TIMEOUT
+    ) -> None:
+        self.device_index = device_index
+        self.warm = warm
+        self.start_timeout = start_timeout
+        self._ctx = multiprocessing.get_context("spawn")
+        self._process: Any = None
+        self._conn: Connection | None = None
+        self._cache_dir = ""
+        self._lock = threading.Lock()
+        self._at_exit = False
+        self._exitcode: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id while it runs, else None."""
+        return self._process.pid if self._process is not None and self._process.is_alive() else None
+
+    def run(self, job: Callable[[], BenchResult], timeout: float) -> BenchResult:
+        """Run ``job`` in the worker, waiting at most ``timeout`` seconds for its result."""
+        payload = ForkingPickler.dumps(job)  # an unpicklable job raises here, before the worker is touched
+        label = str(getattr(job, "label", ""))
+        with self._lock:
+            try:
+                failed = self._start()
+                if failed is not None:
+                    failed.label = label
+                    return failed
+                return self._send(payload, label, timeout)
+            except BaseException:  # Ctrl-C (or anything else) mid-run: the worker's state is unknown
+                self._kill()
+                raise
+
+    def close(self) -> None:
+        """Stop the worker (a later ``run`` starts a fresh one)."""
+        self._kill()
+
+    def __enter__(self) -> BenchmarkWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self) -> BenchResult | None:
+        prepare_environment()
+        if self._process is not None and (
+            not self._process.is_alive() or self._cache_dir != os.environ["TILELANG_CACHE_DIR"]
+        ):
+            self._kill()
+        if self._process is not None:
+            return None
+        if not self._at_exit:
+            atexit.register(self.close)
+            self._at_exit = True
+        self._cache_dir = os.environ["TILELANG_CACHE_DIR"]
+        self._conn, child_conn = self._ctx.Pipe()
+        args = (child_conn, os.getpid(), self.device_index, self.warm, self._cache_dir)
+        self._process = self._ctx.Process(target=_worker_main, args=args, daemon=True, name="tilebench-bench")
+        self._process.start()
+        child_conn.close()
+        reply = self._wait(time.monotonic() + self.start_timeout)
+        if reply == "ready":
+            return None
+        message = f"no start within {self.start_timeout:g} s" if reply is _TIMEOUT else ""
+        self._kill()
+        return BenchResult("crash", f"bench worker failed to start: {message or self._reason}")
+
+    def _send(self, payload: Any, label: str, timeout: float) -> BenchResult:
+        assert self._conn is not None
+        start = time.monotonic()
+        try:
+            self._conn.send_bytes(payload)
+        except (BrokenPipeError, ConnectionError):
+            reply = _DIED
+        else:
+            reply = self._wait(start + timeout)
+        seconds = time.monotonic() - start
+        if reply is _TIMEOUT:
+            self._kill()
+            message = f"no result within {timeout:g} s; bench worker killed"
+            return BenchResult("timeout", message, seconds=seconds, label=label)
+        if not isinstance(reply, BenchResult):
+            self._kill()
+            return BenchResult("crash", self._reason, seconds=seconds, label=label)
+        if reply.status == "crash":
+            self._kill()  # it exits by itself too; the next job gets a fresh CUDA context
+        return reply
+
+    def _wait(self, deadline: float) -> object:
+        """The worker's next message, or _TIMEOUT, or _DIED."""
+        assert self._conn is not None and self._process is not None
+        handles = [self._conn, self._process.sentinel]
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return _TIMEOUT
+            ready = wait(handles, timeout=min(remaining, _POLL_S))
+            if self._conn in ready or (ready and self._conn.poll(0)):
+                try:
+                    return self._conn.recv()
+                except (EOFError, OSError):
+                    return _DIED
+            if ready:  # only the sentinel: the process is gone and sent nothing
+                return _DIED
+
+    @property
+    def _reason(self) -> str:
+        return _exit_reason(self._exitcode)
+
+    def _kill(self) -> None:
+        process, conn = self._process, self._conn
+        self._process = self._conn = None
+        if process is not None and process.pid is not None:  # None: Ctrl-C came before it started
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)  # pgid == pid after setsid
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()  # in case it died or was killed before setsid
+            process.join(10)
+            self._exitcode = process.exitcode
+        if conn is not None:
+            conn.close()
