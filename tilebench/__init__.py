@@ -27,6 +27,10 @@ _LAZY = {
     "resolve_target": "tilebench.compiler.targets",
     "settings": "tilebench.config",
     "records": "tilebench.store",
+    "tune": "tilebench.tuner.space",
+    "TuneOptions": "tilebench.tuner.session",
+    "TuneResult": "tilebench.tuner.result",
+    "autotune": "tilebench.tuner.api",
     "RecordStore": "tilebench.store",
 }
 

@@ -248,6 +248,30 @@ class JIT:
         self(*args, **kwargs)
         return time_call(lambda: self(*args, **kwargs), warmup=warmup, rep=rep, backend=backend)
 
+    # --- tuning (tilebench/tuner) --------------------------------------------------------------------
+
+    def tune(self, *args: Any, tune_options: Any = None, **kwargs: Any) -> Any:
+        """Tune the `tb.tune([...])` choices of this call; returns a TuneResult (records, best, to_pandas).
+
+        `tune_options`: a tb.TuneOptions or dict (strategy, max_configs, max_seconds, constraint, ref,
+        rtol, atol, early_stop, retune, store, ...). Configs measured before are reused, not re-run.
+        """
+        from tilebench.tuner.api import make_options, tune_call
+
+        return tune_call(self, args, kwargs, make_options(tune_options))
+
+    def get_tune_configs(self, *args: Any, **kwargs: Any) -> list:
+        """The concrete calls the `tb.tune([...])` choices of this call expand to."""
+        from tilebench.tuner.api import get_tune_configs
+
+        return get_tune_configs(self, args, kwargs)
+
+    def tune_configs(self, configs: Iterable[dict | tuple], **tune_options: Any) -> Any:
+        """Tune explicit calls: dicts are keyword calls, tuples positional ones (generators welcome)."""
+        from tilebench.tuner.api import make_options, tune_configs
+
+        return tune_configs(self, configs, make_options(tune_options))
+
     def with_options(self, **changes: Any) -> JIT:
         """The same kernel function under changed compile options (a new, empty cache)."""
         return JIT(self._func, self.options.updated(**changes)) if changes else self

@@ -13,25 +13,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-_PLAIN = (int, float, complex, str, bytes, bool, type(None))
-
-
-def _describe(value: Any, depth: int = 0) -> str:
-    if isinstance(value, _PLAIN):
-        return repr(value)[:1000]
-    if isinstance(value, (tuple, list)) and depth < 2 and len(value) <= 64:
-        return type(value).__name__ + "(" + ",".join(_describe(v, depth + 1) for v in value) + ")"
-    shape = getattr(value, "shape", None)
-    if shape is not None and hasattr(value, "dtype"):
-        device = getattr(value, "device", None)
-        stride = value.stride() if callable(getattr(value, "stride", None)) else None
-        return f"{type(value).__name__}({tuple(shape)},{value.dtype},{device},{stride})"
-    module = type(value).__module__
-    if module in ("torch", "tvm_ffi._dtype") or type(value).__name__ == "dtype":
-        return f"{module}.{value}"
-    if type(value).__name__ == "module":
-        return f"module {value.__name__}"
-    return f"{type(value).__qualname__}@{id(value):x}"
+from tilebench.kernel.describe import describe_value
 
 
 def versions() -> str:
@@ -49,7 +31,7 @@ def cell_key(cell: str, line: str, target: str, names: Iterable[str], namespace:
         digest.update(b"\0")
     for name in sorted(set(names)):
         if name in namespace:
-            digest.update(f"{name}={_describe(namespace[name])}\0".encode())
+            digest.update(f"{name}={describe_value(namespace[name])}\0".encode())
     return digest.hexdigest()
 
 

@@ -192,3 +192,16 @@ class BenchmarkWorker:
             self._exitcode = process.exitcode
         if conn is not None:
             conn.close()
+
+
+_shared: dict[int, BenchmarkWorker] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_worker(device_index: int = 0) -> BenchmarkWorker:
+    """The process-wide benchmark worker of one GPU (started on its first job, closed at exit)."""
+    with _shared_lock:
+        worker = _shared.get(device_index)
+        if worker is None:
+            worker = _shared[device_index] = BenchmarkWorker(device_index)
+        return worker

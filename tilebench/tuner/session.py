@@ -1,0 +1,333 @@
+"""One tuning run: a strategy proposes configs; each is elaborated here, compiled in the worker pool,
+then checked and timed in the benchmark worker; every outcome becomes a record in the store and is
+pushed to the observers (the dashboard) as it arrives.
+
+The notebook process elaborates and records; it never runs a candidate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tilebench.kernel.describe import describe_value
+from tilebench.store import Record, RecordStore, config_hash, default_store, tuning_key
+from tilebench.tuner.result import TuneResult
+
+
+@dataclasses.dataclass
+class TuneOptions:
+    """How to tune (seed 003's autotune arguments plus the search). Times in ms unless named `_s`."""
+
+    strategy: Any = "grid"
+    max_configs: int | None = None
+    max_seconds: float | None = None
+    constraint: Callable[[dict], bool] | None = None
+    ref: Callable[..., Any] | None = None
+    supply_type: Any = "auto"
+    rtol: float = 1e-2
+    atol: float = 1e-2
+    max_mismatched_ratio: float = 0.01
+    skip_check: bool = False
+    manual_check: Callable[[list, list], Any] | None = None
+    cache_input_tensors: bool = True
+    warmup: float = 25.0
+    rep: float = 100.0
+    timeout_s: float = 30.0  # per config, in the benchmark worker
+    compile_timeout_s: float = 300.0
+    early_stop: float | None = 3.0  # full timing only within this factor of the best (None: always)
+    flops: float | Callable[[dict], float] | None = None
+    nbytes: float | Callable[[dict], float] | None = None
+    retune: bool = False
+    store: Any = None
+    num_workers: int | None = None
+    seed: int = 0
+    device: int = 0
+    progress: Any = "auto"  # "auto", None, or an observer (on_start, on_record, on_finish, should_stop)
+
+    def __post_init__(self) -> None:
+        for name in ("max_configs", "max_seconds", "early_stop", "timeout_s", "compile_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
+            ):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if self.ref is not None and not callable(self.ref):
+            raise TypeError(f"ref_prog must be callable, got {type(self.ref).__name__}")
+        if self.constraint is not None and not callable(self.constraint):
+            raise TypeError(
+                f"constraint must be callable (config dict -> bool), got {type(self.constraint).__name__}"
+            )
+
+
+def _source_of(jit: Any) -> str:
+    try:
+        return inspect.getsource(jit.func)
+    except (OSError, TypeError):
+        script = getattr(jit.func, "script", None)
+        return script() if callable(script) else repr(jit.func)
+
+
+def _per_config(value: Any, config: dict) -> float | None:
+    return value(config) if callable(value) else value
+
+
+class _Observers:
+    """Fan-out to every observer; a failing view never stops the run."""
+
+    def __init__(self, observers: Sequence[Any]) -> None:
+        self.observers = list(observers)
+
+    def __getattr__(self, event: str) -> Callable[..., None]:
+        def notify(*args: Any) -> None:
+            for observer in self.observers:
+                handler = getattr(observer, event, None)
+                if handler is not None:
+                    try:
+                        handler(*args)
+                    except Exception as exc:  # noqa: BLE001 - a view error is reported, not raised
+                        print(f"tilebench: {type(observer).__name__}.{event} failed: {exc}")
+
+        return notify
+
+    def should_stop(self) -> bool:
+        return any(getattr(o, "should_stop", lambda: False)() for o in self.observers)
+
+
+def default_observers(progress: Any, kernel: str, params: dict[str, list], total: int | None) -> list[Any]:
+    if progress is None:
+        return []
+    if progress != "auto":
+        return list(progress) if isinstance(progress, (list, tuple)) else [progress]
+    from tilebench.views.dashboard import in_notebook
+
+    if in_notebook():
+        from IPython.display import display
+
+        from tilebench.views.dashboard import TuneDashboard
+
+        board = TuneDashboard(kernel, params, total)
+        display(board.widget)
+        return [board]
+    from tilebench.views.dashboard import TextProgress
+
+    return [TextProgress()]
+
+
+class TuneSession:
+    """Tunes one kernel call over one space; `run()` returns the TuneResult."""
+
+    def __init__(self, jit: Any, space: Any, options: TuneOptions, fixed: dict[str, Any]) -> None:
+        from tilebench.compiler.runtime import has_gpu, tilelang
+        from tilebench.compiler.targets import describe_target, resolve_target
+
+        self.jit, self.space, self.options = jit, space, options
+        self.name = jit.__name__
+        self.target = resolve_target(jit.options.target_dict_or_str())
+        self.target_text = describe_target(self.target)
+        self.gpu = has_gpu()
+        signature = ", ".join(f"{k}={describe_value(v)}" for k, v in fixed.items()) + f" | {jit.options!r}"
+        source_hash = hashlib.sha256(_source_of(jit).encode()).hexdigest()
+        self.key = tuning_key(source_hash, signature, self.target_text, tilelang().__version__)
+        self.key_parts = {"source_hash": source_hash, "signature": signature}
+        store = options.store
+        self.store = (
+            store if isinstance(store, RecordStore) else RecordStore(store) if store else default_store()
+        )
+        self.records: list[Record] = []
+        self.resumed = 0
+        self.best_ms: float | None = None
+        self.worker: Any = None
+
+    # --- the loop ----------------------------------------------------------------------------------
+
+    def run(self) -> TuneResult:
+        from tilebench.tuner.strategies import Budget, get_strategy
+
+        options = self.options
+        strategy = get_strategy(options.strategy)
+        total = self.space.count() if hasattr(self.space, "count") else None
+        params = dict(self.space.params)
+        observers = _Observers(default_observers(options.progress, self.name, params, total))
+        known = {} if options.retune else self.store.measured(self.key)
+        run_id = self.store.start_run(
+            self.name,
+            key=self.key,
+            target=self.target_text,
+            space=params,
+            strategy=str(getattr(strategy, "__name__", options.strategy)),
+            total=total,
+            **self.key_parts,
+        )
+        self.run_id, started = run_id, time.monotonic()
+        observers.on_start(self.name, params, total)
+        budget = Budget(
+            max_configs=options.max_configs,
+            max_seconds=options.max_seconds,
+            batch_size=self._batch_size(),
+            should_stop=observers.should_stop,
+        )
+        status = "done"
+        try:
+            strategy.search(self.space, lambda batch: self._evaluate(batch, known, observers), budget)
+            if observers.should_stop():
+                status = "stopped"
+        except KeyboardInterrupt:
+            status = "stopped"
+        except Exception:
+            status = "failed"
+            raise
+        finally:
+            self.store.finish_run(run_id, status)
+            observers.on_finish(status)
+        if status == "stopped":
+            print(
+                f"tilebench: tuning {self.name} stopped; {len(self.records)} records kept (re-run to resume)"
+            )
+        return TuneResult(
+            name=self.name,
+            run_id=run_id,
+            key=self.key,
+            status=status,
+            records=list(self.records),
+            params=list(params),
+            seconds=time.monotonic() - started,
+            resumed=self.resumed,
+            make_call=self.space.call_for,
+            compile_best=lambda call: self.jit.compile(*call.args, **call.kwargs),
+        )
+
+    def _batch_size(self) -> int:
+        from tilebench.compiler.pool import shared_pool
+
+        return self.options.num_workers or shared_pool().num_workers
+
+    def _keep(self, record: Record, observers: Any, store: bool = True) -> Record:
+        if store:
+            record.run_id = self.run_id
+            self.store.add_record(record)
+        self.records.append(record)
+        if record.status == "ok" and record.median_ms is not None:
+            self.best_ms = record.median_ms if self.best_ms is None else min(self.best_ms, record.median_ms)
+        observers.on_record(record)
+        return record
+
+    def _evaluate(self, batch: list[dict], known: dict[str, Record], observers: Any) -> list[Record]:
+        """Records for a batch of configs: stored ones reused, the rest elaborated, compiled, benchmarked."""
+        from tilebench.compiler.pool import readable_error
+
+        outcomes: dict[int, Record] = {}
+        todo: list[tuple[int, dict, Any]] = []
+        for index, config in enumerate(batch):
+            stored = known.get(config_hash(config))
+            if stored is not None:
+                self.resumed += 1
+                outcomes[index] = self._keep(stored, observers, store=False)
+                continue
+            args, kwargs = self.space.call_for(config)
+            try:
+                prim_func = self.jit.get_tir(*args, **kwargs)
+            except Exception as exc:  # an invalid config is a record, not a failed run
+                record = Record(dict(config), "compile_error", f"elaboration: {readable_error(exc)}")
+                outcomes[index] = self._keep(record, observers)
+                continue
+            todo.append((index, config, prim_func))
+        if todo:
+            self._compile_and_bench(todo, outcomes, observers)
+        return [outcomes[i] for i in sorted(outcomes)]
+
+    def _compile_and_bench(self, todo: list, outcomes: dict[int, Record], observers: Any) -> None:
+        """Compile the batch in the pool; benchmark each config as soon as its compile is done."""
+        from tilebench.compiler.pool import CompileRequest, shared_pool
+
+        options = self.options
+        kwargs = self.jit.options.tilelang_kwargs(self.target)
+        requests = [CompileRequest.from_func(func, kwargs, label=str(i)) for i, _, func in todo]
+        pool = shared_pool()
+        finished = pool.submit_many(requests, timeout=options.compile_timeout_s)
+        try:
+            for outcome in finished:
+                index, config, prim_func = todo[outcome.index]
+                if outcome.status != "ok":
+                    status = outcome.status
+                    if outcome.message.startswith("worker failed to start"):
+                        status = "skipped"  # the pool's fault, not the config's: a later run retries it
+                    record = Record(dict(config), status, outcome.message, compile_s=outcome.seconds)
+                elif not self.gpu:
+                    record = Record(
+                        dict(config),
+                        "skipped",
+                        "compile-only: no CUDA device to benchmark on",
+                        compile_s=outcome.seconds,
+                    )
+                else:
+                    record = self._bench(config, requests[outcome.index], outcome.seconds)
+                outcomes[index] = self._keep(record, observers)
+                if observers.should_stop():
+                    break
+        finally:
+            finished.close()
+
+    def _bench(self, config: dict, request: Any, compile_s: float) -> Record:
+        from tilebench.tuner.bench_job import BenchJob
+        from tilebench.tuner.bench_worker import shared_worker
+
+        options = self.options
+        job = BenchJob.create(
+            request,
+            ref=options.ref,
+            manual_check=options.manual_check,
+            label=str(config),
+            inputs=self._input_spec(config),
+            supply_type=options.supply_type,
+            seed=options.seed,
+            rtol=options.rtol,
+            atol=options.atol,
+            max_mismatched_ratio=options.max_mismatched_ratio,
+            skip_check=options.skip_check or options.ref is None,
+            cache_input_tensors=options.cache_input_tensors,
+            warmup_ms=options.warmup,
+            rep_ms=options.rep,
+            full_if_within=options.early_stop,
+            best_so_far_ms=self.best_ms,
+            flops=_per_config(options.flops, config),
+            nbytes=_per_config(options.nbytes, config),
+            device_index=options.device,
+        )
+        result = shared_worker(options.device).run(job, options.timeout_s)
+        return Record(
+            dict(config),
+            result.status,
+            result.message,
+            compile_s=compile_s,
+            median_ms=result.median_ms,
+            min_ms=result.min_ms,
+            max_ms=result.max_ms,
+            n=result.n,
+            tflops=result.tflops,
+            gbps=result.gbps,
+            extra={
+                "quick_ms": result.quick_ms,
+                "full": result.full,
+                "max_abs_error": result.max_abs_error,
+                "mismatch_ratio": result.mismatch_ratio,
+                "bench_s": result.seconds,
+            },
+        )
+
+    def _input_spec(self, config: dict) -> list | None:
+        """(shape, dtype) of each input for an eager kernel; None lets the worker read a lazy one's params."""
+        if self.jit.mode != "eager":
+            return None
+        args, kwargs = self.space.call_for(config)
+        spec = []
+        for value in self.jit.runtime_args(*args, **kwargs):
+            shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+            if shape is None or dtype is None:
+                return None
+            spec.append((tuple(int(d) for d in shape), str(dtype).removeprefix("torch.")))
+        return spec
