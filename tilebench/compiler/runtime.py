@@ -45,6 +45,10 @@ def tilelang() -> ModuleType:
     logging.getLogger("tilelang.cache.kernel_cache").addFilter(
         lambda record: "in memory cache" not in record.getMessage()
     )
+    # A failed elaboration makes tilelang log its whole rewritten source; tilebench's errors say more.
+    logging.getLogger("tilelang.language.eager.builder").addFilter(
+        lambda record: not record.getMessage().startswith("Failed to build")
+    )
     return tl
 
 

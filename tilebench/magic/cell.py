@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +32,9 @@ class TileLangCellError(Exception):
 
 def _ensure_names(namespace: dict[str, Any]) -> None:
     """`T`, `tilelang`, `torch` and `tb` for the cell, unless the user bound those names already."""
-    import tilelang
+    from tilebench.compiler.runtime import tilelang as load_tilelang
+
+    tilelang = load_tilelang()
     import tilelang.language as T
     import torch
 
@@ -41,14 +42,7 @@ def _ensure_names(namespace: dict[str, Any]) -> None:
 
     for name, value in (("T", T), ("tilelang", tilelang), ("torch", torch), ("tb", tilebench)):
         namespace.setdefault(name, value)
-    # A failed elaboration makes tilelang log its rewritten source; the cell's error report says more.
-    builder = logging.getLogger("tilelang.language.eager.builder")
-    if _quiet_builder not in builder.filters:
-        builder.addFilter(_quiet_builder)
 
-
-def _quiet_builder(record: logging.LogRecord) -> bool:
-    return not record.getMessage().startswith("Failed to build")
 
 
 def _unquote(text: str) -> str:

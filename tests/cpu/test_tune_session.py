@@ -1,0 +1,89 @@
+"""A real tuning session on a machine without a GPU: configs compile in the worker pool and are
+recorded (benchmarks are skipped, compile-only); failures are records; resume and stop work."""
+
+import pytest
+import seed_kernels as S
+import torch
+
+import tilebench as tb
+from tilebench.store import Record, RecordStore
+
+
+class StopAfter:
+    """An observer that asks to stop after n records, as the dashboard's stop button does."""
+
+    def __init__(self, n):
+        self.n, self.seen = n, []
+
+    def on_record(self, record):
+        self.seen.append(record)
+
+    def should_stop(self):
+        return len(self.seen) >= self.n
+
+
+def test_compile_only_tuning_records_every_config(tmp_path):
+    store = RecordStore(tmp_path / "records.sqlite")
+    result = S.vector_add.tune(
+        4096, block_N=tb.tune([256, 512, 0]), tune_options={"store": store, "progress": None}
+    )
+    by_block = {r.config["block_N"]: r for r in result.records}
+    assert by_block[256].status == by_block[512].status == "skipped"  # compiled; no GPU to time it
+    assert "no CUDA device" in by_block[256].message and by_block[256].compile_s > 0
+    assert by_block[0].status == "compile_error"  # a config that cannot even be elaborated
+    assert result.num_errors == 1 and result.best is None
+    stored = store.records(run_id=result.run_id)
+    assert sorted(r.config["block_N"] for r in stored) == [0, 256, 512]
+    assert store.run(result.run_id).status == "done"
+    frame = result.to_pandas()
+    assert {"block_N", "status", "latency", "compile_s"} <= set(frame.columns)
+
+
+def test_resume_answers_measured_configs_from_the_store(tmp_path):
+    store = RecordStore(tmp_path / "records.sqlite")
+    first = S.vector_add.tune(4096, block_N=tb.tune([0, "x"]), tune_options={"store": store, "progress": None})
+    assert [r.status for r in first.records] == ["compile_error", "compile_error"]
+    # a GPU run measured these two earlier (same key): stored records stand in for it
+    store.add_records(
+        [
+            Record({"block_N": 256}, "ok", median_ms=0.02, key=first.key),
+            Record({"block_N": 512}, "ok", median_ms=0.01, key=first.key),
+        ]
+    )
+    again = S.vector_add.tune(
+        4096, block_N=tb.tune([0, "x", 256, 512]), tune_options={"store": store, "progress": None}
+    )
+    assert again.resumed == 4 and len(again.records) == 4
+    assert again.best_config == {"block_N": 512} and again.best_latency == 0.01
+    assert repr(again.best_args).startswith("vector_add(\n    4096,\n    block_N=512,")
+    retuned = S.vector_add.tune(
+        4096, block_N=tb.tune([0]), tune_options={"store": store, "progress": None, "retune": True}
+    )
+    assert retuned.resumed == 0 and retuned.records[0].status == "compile_error"
+
+
+def test_stop_request_ends_the_run_and_keeps_its_records(tmp_path):
+    store = RecordStore(tmp_path / "records.sqlite")
+    stopper = StopAfter(1)
+    result = S.vector_add.tune(
+        4096,
+        block_N=tb.tune([0, "x", "y", "z"]),
+        tune_options={"store": store, "progress": stopper, "num_workers": 1},
+    )
+    assert result.status == "stopped" and 1 <= len(result.records) < 4
+    assert store.run(result.run_id).status == "stopped"
+    assert len(store.records(run_id=result.run_id)) == len(result.records)
+
+
+def test_get_tune_configs_and_bad_tuning_calls():
+    A = tb.place(1024, 512, dtype=torch.float16)
+    B = tb.place(512, 256, dtype=torch.float16)
+    calls = S.gemm.get_tune_configs(A, B, block_M=tb.tune([64, 128]), block_K=tb.tune([32, 64]))
+    assert len(calls) == 4 and calls[-1].kwargs == {"block_M": 128, "block_K": 64}
+    assert "tb.place(1024, 512, dtype=torch.float16)" in repr(calls[0])
+    with pytest.raises(ValueError, match="no parameter is a tb.tune"):
+        S.gemm.tune(A, B, tune_options={"progress": None})
+    with pytest.raises(TypeError, match=r"unknown tuning option\(s\) \['budget'\]"):
+        S.gemm.tune(A, B, block_M=tb.tune([64]), tune_options={"budget": 3})
+    with pytest.raises(ValueError, match="max_configs must be a positive number"):
+        S.gemm.tune(A, B, block_M=tb.tune([64]), tune_options={"max_configs": 0})
