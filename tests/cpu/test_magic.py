@@ -166,3 +166,18 @@ def test_tilebench_line_magic(ip):
     assert "memory_kernels" in ip.run_line_magic("tilebench", "cache")
     with pytest.raises(UsageError, match="unknown command"):
         ip.run_line_magic("tilebench", "bogus")
+
+
+def test_tune_option_records_configs_and_reports_when_none_ran(ip):
+    ip.run_cell_magic(
+        "tilelang", "-k vector_add 4096 --tune 'dict(block_N=[256, 512])' --no-run -o tuned", LAZY_AND_PRIM
+    )
+    result = ip.user_ns["tuned"]
+    assert sorted(r.config["block_N"] for r in result.tune.records) == [256, 512]
+    assert {r.status for r in result.tune.records} == {"skipped"}  # compiled; no GPU to time them here
+    assert "tuning found no config that ran correctly" in result.summary()
+    frame = ip.run_line_magic("tilebench", "records vector_add")
+    assert {256, 512} <= set(frame["block_N"])
+    assert "vector_add" in set(ip.run_line_magic("tilebench", "runs")["kernel"])
+    with pytest.raises(UsageError, match="--tune takes a dict"):
+        ip.run_cell_magic("tilelang", "-k vector_add 4096 --tune '[1, 2]'", LAZY_AND_PRIM)

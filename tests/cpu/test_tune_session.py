@@ -41,7 +41,9 @@ def test_compile_only_tuning_records_every_config(tmp_path):
 
 def test_resume_answers_measured_configs_from_the_store(tmp_path):
     store = RecordStore(tmp_path / "records.sqlite")
-    first = S.vector_add.tune(4096, block_N=tb.tune([0, "x"]), tune_options={"store": store, "progress": None})
+    first = S.vector_add.tune(
+        4096, block_N=tb.tune([0, "x"]), tune_options={"store": store, "progress": None}
+    )
     assert [r.status for r in first.records] == ["compile_error", "compile_error"]
     # a GPU run measured these two earlier (same key): stored records stand in for it
     store.add_records(

@@ -44,7 +44,6 @@ def _ensure_names(namespace: dict[str, Any]) -> None:
         namespace.setdefault(name, value)
 
 
-
 def _unquote(text: str) -> str:
     """magic_arguments keeps the quotes of a quoted value: `--ref 'lambda A: A'` arrives quoted."""
     text = text.strip()
@@ -208,6 +207,13 @@ def _compile_chosen(
     if jit.mode != "prim_func" and not args and not kwargs and _needs_arguments(jit):
         result.note = f"not compiled: give {name}'s arguments on the magic line, e.g. %%tilelang A, B"
         return result
+    if options.tune is not None:
+        result.tune = _tune(options, jit, args, kwargs, result.values, namespace)
+        best = result.tune.best_args
+        if best is None:
+            result.note = f"tuning found no config that ran correctly ({result.tune.num_errors} failed)"
+            return result
+        args, kwargs = best.args, best.kwargs
     start = time.perf_counter()
     compiled = jit.compile(*args, **kwargs)
     result.compile_s = time.perf_counter() - start
@@ -215,6 +221,34 @@ def _compile_chosen(
     result.artifacts = compiled.artifacts()
     result.call = (args, kwargs)
     return result
+
+
+def _tune(options: Any, jit: Any, args: tuple, kwargs: dict, values: Any, namespace: dict[str, Any]) -> Any:
+    """`--tune SPACE`: tune the kernel over the space (the dashboard shows it), then go on with the best."""
+    from tilebench.tuner.space import tune
+
+    space = _evaluate(options.tune, namespace, "--tune")
+    if not isinstance(space, dict) or not space:
+        raise UsageError(f"%%tilelang: --tune takes a dict of parameter -> list of values, got {space!r}")
+    choices = {}
+    for name, choice_values in space.items():
+        try:
+            choices[name] = choice_values if hasattr(choice_values, "values") else tune(choice_values)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"%%tilelang: --tune {name!r}: {exc}") from None
+    tune_options = {
+        "ref": values.ref,
+        "flops": values.flops,
+        "nbytes": values.nbytes,
+        "strategy": options.strategy,
+        "max_configs": options.max_configs,
+        "max_seconds": options.max_seconds,
+        "retune": options.force,
+    }
+    try:
+        return jit.tune(*args, **{**kwargs, **choices}, tune_options=tune_options)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"%%tilelang: --tune: {exc}") from None
 
 
 def _needs_arguments(jit: Any) -> bool:

@@ -51,8 +51,39 @@ def clear_cache(shell: Any, words: list[str]) -> _Text:
     return _Text(f"cleared the kernel cache and {cells} remembered cell(s)")
 
 
+def records(shell: Any, words: list[str]) -> Any:
+    """`%tilebench records [KERNEL]`: every stored tuning record (of one kernel) as a DataFrame."""
+    from tilebench.store import records as frame
+
+    return frame(kernel=words[0] if words else None)
+
+
+def runs(shell: Any, words: list[str]) -> Any:
+    """`%tilebench runs [KERNEL]`: the tuning runs in the store, newest first."""
+    import pandas as pd
+
+    from tilebench.store import default_store
+
+    rows = [
+        {
+            "run_id": r.run_id,
+            "kernel": r.kernel,
+            "status": r.status,
+            "progress": r.progress,
+            "configs": r.count,
+            "best_ms": r.best_latency_ms,
+            "best_config": r.best_config,
+            "target": r.target,
+        }
+        for r in default_store().runs(kernel=words[0] if words else None)
+    ]
+    return pd.DataFrame(rows)
+
+
 COMMANDS: dict[str, Callable[[Any, list[str]], Any]] = {
     "info": info,
     "cache": cache,
     "clear-cache": clear_cache,
+    "records": records,
+    "runs": runs,
 }

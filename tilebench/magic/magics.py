@@ -43,8 +43,21 @@ class TileLangMagics(Magics):
     @argument("--atol", type=float, help="Absolute tolerance of the check (default by dtype).")
     @argument("--flops", help="FLOPs of one call (an expression), to report TFLOP/s.")
     @argument("--bytes", help="Bytes moved by one call (an expression), to report GB/s.")
+    @argument(
+        "--tune",
+        metavar="SPACE",
+        help='Tune first, over a dict of parameter -> values, e.g. "dict(block_M=[64, 128], block_N=[64, 128])"; '
+        "the live dashboard shows it, then the best config is compiled and shown.",
+    )
+    @argument("--strategy", default="grid", help="Search strategy for --tune: grid, random, tpe, cmaes.")
+    @argument("--max-configs", type=int, help="At most this many configs for --tune.")
+    @argument("--max-seconds", type=float, help="At most this many seconds for --tune.")
     @argument("--no-run", action="store_true", help="Compile and inspect only.")
-    @argument("--force", action="store_true", help="Ignore the cell cache: run and compile again.")
+    @argument(
+        "--force",
+        action="store_true",
+        help="Ignore the cell cache (and, with --tune, re-measure stored configs).",
+    )
     @argument("-o", "--output", metavar="VAR", help="Store the result object (CellResult) in VAR.")
     @cell_magic
     def tilelang(self, line: str, cell: str) -> None:
@@ -72,7 +85,10 @@ class TileLangMagics(Magics):
 
     @line_magic
     def tilebench(self, line: str) -> Any:
-        """`%tilebench info | cache | clear-cache`: versions and target, the kernel cache, clearing it."""
+        """`%tilebench info | cache | clear-cache | records [KERNEL] | runs [KERNEL]`.
+
+        Versions and target; the kernel cache; clearing it; stored tuning records or runs as DataFrames.
+        """
         from tilebench.magic.commands import COMMANDS
 
         words = line.split()

@@ -26,6 +26,7 @@ class CellResult:
     note: str = ""
     call: tuple = dataclasses.field(default=((), {}), repr=False)  # the line's (args, kwargs)
     values: Any = dataclasses.field(default=None, repr=False)  # the line's --ref, --flops, ... evaluated
+    tune: Any = None  # the TuneResult of --tune
     _panel: Any = dataclasses.field(default=None, repr=False)
 
     def summary(self) -> str:
@@ -43,6 +44,8 @@ class CellResult:
         lines.append(head)
         if self.artifacts is not None:
             lines.append("  " + resources_line(self.artifacts.resources))
+        if self.tune is not None:
+            lines.append(f"  tuned: {len(self.tune.records)} configs, best {self.tune.best_config}")
         if self.run is not None:
             lines.append("  run: " + self.run.summary())
         others = [n for n in self.kernels if n != self.name]

@@ -1,0 +1,91 @@
+"""Tuning on the GPU: a best config that runs, resume, tb.autotune, and faults that stay contained."""
+
+import time
+
+import pytest
+import seed_kernels as S
+import torch
+
+import tilebench as tb
+from tilebench.store import RecordStore
+
+
+@pytest.fixture
+def store(tmp_path):
+    return RecordStore(tmp_path / "records.sqlite")
+
+
+def test_tune_eager_gemm_then_resume(store):
+    A = torch.randn(1024, 1024, dtype=torch.float16, device="cuda")
+    B = torch.randn(1024, 1024, dtype=torch.float16, device="cuda")
+    options = {"store": store, "progress": None, "ref": lambda A, B: A.float() @ B.float()}
+    space = dict(block_M=tb.tune([64, 128]), block_N=tb.tune([64, 128]))
+    result = S.gemm.tune(A, B, **space, tune_options=options)
+    assert [r.status for r in result.records] == ["ok"] * 4, [r.message for r in result.records]
+    assert result.best_latency > 0 and result.best["latency"] == result.best_latency
+    kernel = result.best_kernel()
+    torch.testing.assert_close(kernel(A, B), A.float() @ B.float(), atol=1e-2, rtol=1e-2)
+    best = result.best_args
+    assert S.gemm.bench(A, B, **best.kwargs) > 0
+    pivot = result.to_pandas().pivot_table(index="block_M", columns="block_N", values="latency")
+    assert pivot.shape == (2, 2)
+    started = time.monotonic()
+    again = S.gemm.tune(A, B, **space, tune_options=options)
+    assert again.resumed == 4 and again.best_config == result.best_config
+    assert time.monotonic() - started < 5
+
+
+@tb.jit(out_idx=[-1], pass_configs={"tl.disable_safe_memory_legalize": True})
+def faulty(n: int, mode: str = "ok", block: int = 128):
+    """B = A * 2 + 1, except mode "far" stores 4 GB past B (illegal address) and "spin" never ends."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            if mode == "far":
+                for i in T.Parallel(block):
+                    B[T.Cast("int64", bx * block + i + 1) * T.int64(1000000000)] = A[bx * block + i]
+            elif mode == "spin":
+                acc = T.alloc_var("float32")
+                acc = A[0]
+                for i in T.serial(2147483647):
+                    for j in T.serial(2147483647):
+                        acc = acc * A[j % n] + A[i % n]
+                B[0] = acc
+            else:
+                for i in T.Parallel(block):
+                    B[bx * block + i] = A[bx * block + i] * 2.0 + 1.0
+
+    return main
+
+
+def test_crashing_and_hanging_configs_are_records_and_the_run_completes(store):
+    result = faulty.tune(
+        1 << 16,
+        mode=tb.tune(["ok", "far", "spin"]),
+        block=tb.tune([128, 256]),
+        tune_options={"store": store, "progress": None, "ref": lambda a: a * 2 + 1, "timeout_s": 10},
+    )
+    status = {(r.config["mode"], r.config["block"]): r.status for r in result.records}
+    assert status[("ok", 128)] == status[("ok", 256)] == "ok"
+    assert status[("far", 128)] == "crash" and status[("spin", 128)] == "timeout", status
+    assert result.best_config["mode"] == "ok"
+    assert torch.ones(8, device="cuda").sum().item() == 8.0  # this process never ran a candidate
+    kernel = result.best_kernel()
+    x = torch.randn(1 << 16, device="cuda")
+    torch.testing.assert_close(kernel(x), x * 2 + 1)
+
+
+def test_autotune_decorator_tunes_on_first_call(store):
+    tuned = tb.autotune(
+        configs=[{"block_N": 256}, {"block_N": 1024}],
+        ref_prog=lambda a, b: a + b,
+        store=store,
+        progress=None,
+    )(S.vector_add)
+    kernel = tuned(1 << 20)
+    x, y = torch.randn(1 << 20, device="cuda").half(), torch.randn(1 << 20, device="cuda").half()
+    torch.testing.assert_close(kernel(x, y), x + y)
+    assert len(tuned.tune_result.records) == 2 and tuned.tune_result.best is not None
+    assert tuned(1 << 20, block_N=256) is S.vector_add(1 << 20, block_N=256)  # explicit: no tuning
