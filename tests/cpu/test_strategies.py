@@ -1,7 +1,9 @@
 """Every strategy replayed against stored records (a simulation: no compiling, no GPU)."""
 
+import dataclasses
 import itertools
 import math
+import sys
 import time
 
 import pytest
@@ -68,12 +70,14 @@ def test_random_respects_max_configs_without_repeats(tmp_path):
     assert len(replay.asked) == 8 == replay.distinct
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("name", ["tpe", "cmaes"])
-def test_model_based_search_gets_near_the_best_in_a_fraction_of_the_space(tmp_path, name):
+def test_model_based_search_gets_near_the_best_in_a_fraction_of_the_space(tmp_path, name, seed):
     records = stored_records(LARGE, tmp_path)
     best = min(r.median_ms for r in records if r.status == "ok")
     replay = ReplayEvaluator(records)
-    get_strategy(name).search(space_of(LARGE), replay, Budget(max_configs=120, batch_size=8))
+    strategy = dataclasses.replace(get_strategy(name), seed=seed)
+    strategy.search(space_of(LARGE), replay, Budget(max_configs=120, batch_size=8))
     assert replay.distinct == len(replay.asked) <= 120  # never the same config twice
     assert replay.best().median_ms <= best * 1.15, (replay.best().config, replay.best().median_ms, best)
 
@@ -115,3 +119,10 @@ def test_constraint_removes_configs_before_any_evaluation(tmp_path):
 def test_unknown_strategy_names_the_known_ones():
     with pytest.raises(ValueError, match="grid, random, tpe, cmaes"):
         get_strategy("annealing")
+
+
+def test_a_missing_optuna_is_named_with_the_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna now fails
+    monkeypatch.delitem(sys.modules, "tilebench.tuner.strategies.optuna_search", raising=False)
+    with pytest.raises(ImportError, match=r"'tpe' needs .*pip install optuna"):
+        get_strategy("tpe")

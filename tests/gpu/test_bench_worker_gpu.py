@@ -139,7 +139,8 @@ def test_an_illegal_address_is_a_crash_and_the_next_job_gets_a_fresh_worker(work
     pid = worker.pid
     result = worker.run(job(far_write(), UNSAFE), timeout=120)
     assert result.status == "crash", result
-    assert re.search("illegal", result.message, re.IGNORECASE), result.message
+    # the H100 reports a far store as an illegal address or as cudaErrorInvalidAddressSpace
+    assert re.search("illegal|address space", result.message, re.IGNORECASE), result.message
     assert worker.pid is None
     after = worker.run(good_job(), timeout=120)
     assert after.status == "ok", after.message

@@ -12,6 +12,8 @@ import math
 import random
 from typing import Any
 
+import optuna  # here, so that get_strategy's lazy import says when optuna is missing
+
 from tilebench.store import config_hash
 from tilebench.tuner.strategies import Budget
 
@@ -28,8 +30,6 @@ class OptunaStrategy:
         return self.sampler
 
     def _study(self) -> Any:
-        import optuna
-
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         if self.sampler == "tpe":
             sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=8)
@@ -50,8 +50,6 @@ class OptunaStrategy:
 
     def _record(self, study: Any, params: dict[str, list], config: dict, value: float | None) -> None:
         """Tell the study about a config it did not propose (a random fill)."""
-        import optuna
-
         distributions, trial_params = {}, {}
         for name, values in params.items():
             if self.sampler == "tpe":
@@ -68,8 +66,6 @@ class OptunaStrategy:
         )
 
     def search(self, space: Any, evaluate: Any, budget: Budget) -> None:
-        import optuna
-
         study = self._study()
         params = {name: list(values) for name, values in space.params.items()}
         unseen = {config_hash(c): c for c in space.configs()}
