@@ -112,6 +112,10 @@ def main() -> None:
         )
         kernel, tl_s = timed(lambda: tuned(SIZE, SIZE, SIZE))
         tl_ms = time_call(lambda: kernel(A, B), warmup=50, rep=300)
+        tl_config = getattr(kernel, "config", None) or getattr(
+            getattr(kernel, "artifact", None), "config", None
+        )
+        report.note(f"tilelang.autotune best config: {tl_config}")
         report.row(
             case="16 configs: tilelang.autotune",
             seconds=tl_s,

@@ -259,3 +259,12 @@ def test_a_real_bench_job_without_a_gpu_is_skipped_with_a_clear_message():
         result = worker.run(job, timeout=120)
     assert result.status == "skipped" and result.message == "no CUDA device 0 in the bench worker"
     assert result.label == "double"
+
+
+def test_launch_starts_the_worker_ahead_of_the_first_job():
+    with BenchmarkWorker(warm=False) as worker:
+        worker.launch()
+        pid = worker.pid
+        assert pid is not None
+        result = worker.run(Whoami(), timeout=60)
+        assert result.status == "ok" and result.message.split()[0] == str(pid)  # the launched process ran it

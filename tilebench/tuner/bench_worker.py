@@ -83,6 +83,7 @@ class BenchmarkWorker:
         self._lock = threading.Lock()
         self._at_exit = False
         self._exitcode: int | None = None
+        self._starting = False  # spawned, its "ready" not read yet
 
     @property
     def pid(self) -> int | None:
@@ -104,6 +105,17 @@ class BenchmarkWorker:
                 self._kill()
                 raise
 
+    def launch(self) -> None:
+        """Start the worker process now without waiting for it (it warms up while the caller compiles).
+
+        Call it from a long-lived thread: the worker dies with the thread that started it.
+        """
+        with self._lock:
+            prepare_environment()
+            if self._process is None or not self._process.is_alive():
+                self._kill()
+                self._spawn()
+
     def close(self) -> None:
         """Stop the worker (a later ``run`` starts a fresh one)."""
         self._kill()
@@ -120,8 +132,20 @@ class BenchmarkWorker:
             not self._process.is_alive() or self._cache_dir != os.environ["TILELANG_CACHE_DIR"]
         ):
             self._kill()
-        if self._process is not None:
+        if self._process is not None and not self._starting:
             return None
+        if self._process is None:
+            self._spawn()
+        self._starting = False
+        reply = self._wait(time.monotonic() + self.start_timeout)
+        if reply == "ready":
+            return None
+        message = f"no start within {self.start_timeout:g} s" if reply is _TIMEOUT else ""
+        self._kill()
+        return BenchResult("crash", f"bench worker failed to start: {message or self._reason}")
+
+    def _spawn(self) -> None:
+        """Start the process; its "ready" is read by the next ``_start``."""
         if not self._at_exit:
             atexit.register(self.close)
             self._at_exit = True
@@ -131,12 +155,7 @@ class BenchmarkWorker:
         self._process = self._ctx.Process(target=_worker_main, args=args, daemon=True, name="tilebench-bench")
         self._process.start()
         child_conn.close()
-        reply = self._wait(time.monotonic() + self.start_timeout)
-        if reply == "ready":
-            return None
-        message = f"no start within {self.start_timeout:g} s" if reply is _TIMEOUT else ""
-        self._kill()
-        return BenchResult("crash", f"bench worker failed to start: {message or self._reason}")
+        self._starting = True
 
     def _send(self, payload: Any, label: str, timeout: float) -> BenchResult:
         assert self._conn is not None
@@ -183,6 +202,7 @@ class BenchmarkWorker:
     def _kill(self) -> None:
         process, conn = self._process, self._conn
         self._process = self._conn = None
+        self._starting = False
         if process is not None and process.pid is not None:  # None: Ctrl-C came before it started
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)  # pgid == pid after setsid

@@ -164,6 +164,10 @@ class TuneSession:
             **self.key_parts,
         )
         self.run_id, started = run_id, time.monotonic()
+        if self.gpu:  # the benchmark worker warms up (tilelang, CUDA context) while the first batch compiles
+            from tilebench.tuner.bench_worker import shared_worker
+
+            shared_worker(options.device).launch()
         observers.on_start(self.name, params, total)
         budget = Budget(
             max_configs=options.max_configs,
