@@ -75,6 +75,10 @@ def test_stop_request_ends_the_run_and_keeps_its_records(tmp_path):
     assert result.status == "stopped" and 1 <= len(result.records) < 4
     assert store.run(result.run_id).status == "stopped"
     assert len(store.records(run_id=result.run_id)) == len(result.records)
+    resumed = S.vector_add.tune(
+        4096, block_N=tb.tune([0, "x", "y", "z"]), tune_options={"store": store, "progress": None}
+    )
+    assert resumed.resumed == len(result.records) and len(resumed.records) == 4  # none measured twice
 
 
 def test_get_tune_configs_and_bad_tuning_calls():
