@@ -47,7 +47,8 @@ class RunReport:
         return ", ".join(parts)
 
 
-def _tensors(value: Any) -> list[Any]:
+def output_tensors(value: Any) -> list[Any]:
+    """The tensors in a kernel's result: one tensor, or those in a list/tuple."""
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -147,10 +148,10 @@ def run_trial(
     try:
         ref_inputs = _clone(inputs) if ref is not None else None
         result = kernel(*inputs)
-        got = _tensors(result) or _tensors(list(inputs)[-1:])
+        got = output_tensors(result) or output_tensors(list(inputs)[-1:])
         if ref is not None:
-            want = _tensors(ref(*ref_inputs)) or _tensors(ref_inputs[-1:])
-            dtypes = [x.dtype for x in _tensors(list(inputs))]
+            want = output_tensors(ref(*ref_inputs)) or output_tensors(ref_inputs[-1:])
+            dtypes = [x.dtype for x in output_tensors(list(inputs))]
             abs_err, rel_err, passed, message = compare_outputs(got, want, rtol, atol, dtypes)
             report.max_abs_error, report.max_rel_error, report.passed = abs_err, rel_err, passed
             if not passed:

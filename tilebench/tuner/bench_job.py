@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from tilebench.compiler.pool import readable_error
+from tilebench.kernel.trial import output_tensors
 
 if TYPE_CHECKING:
     from tvm.tirx import PrimFunc
@@ -189,14 +190,14 @@ class BenchJob:
             return _failure("skipped", "the reference failed: ", exc)
         try:
             args = _clone(inputs)
-            got = _tensors(kernel(*args))
+            got = output_tensors(kernel(*args))
             torch.cuda.synchronize(device)
         except Exception as exc:
             return _failure("launch_error", "", exc)
         check = BenchResult("ok")
         if want is not None:
             try:
-                check = self._compare(got or _tensors(args[len(args) - len(want) :]), want)
+                check = self._compare(got or output_tensors(args[len(args) - len(want) :]), want)
             except Exception as exc:
                 return _failure("mismatch", "the check failed: ", exc)
             if not check.ok:
@@ -259,11 +260,13 @@ class BenchJob:
         key += (hashlib.sha256(self.ref).hexdigest(), self.device_index)
         if key not in _ref_cache:
             args = _clone(inputs)
-            outputs = _tensors(cloudpickle.loads(self.ref)(*args))
+            outputs = output_tensors(cloudpickle.loads(self.ref)(*args))
             torch.cuda.synchronize()
             while len(_ref_cache) >= _REF_CACHE_SIZE:
                 del _ref_cache[next(iter(_ref_cache))]
-            _ref_cache[key] = outputs or _tensors(args[-1:])  # a ref returning nothing wrote its last arg
+            _ref_cache[key] = outputs or output_tensors(
+                args[-1:]
+            )  # a ref returning nothing wrote its last arg
         return _ref_cache[key]
 
     def _compare(self, got: list[Any], want: list[Any]) -> BenchResult:
@@ -328,16 +331,6 @@ class BenchJob:
 def _failure(status: Status, prefix: str, exc: Exception) -> BenchResult:
     text = readable_error(exc)
     return BenchResult("crash" if _STICKY.search(text) else status, prefix + text)
-
-
-def _tensors(value: Any) -> list[Any]:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [v for v in value if isinstance(v, torch.Tensor)]
-    return []
 
 
 def _clone(inputs: list[Any]) -> list[Any]:
