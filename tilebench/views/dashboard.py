@@ -122,7 +122,14 @@ class TuneDashboard:
         )
         self.counters = widgets.HTML()
         self.failures = widgets.HTML()
-        self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop")
+        # A click reaches Python only when the kernel is free: a run blocking its own cell is stopped by
+        # interrupting the kernel (its records are kept either way).
+        self.stop_button = widgets.Button(
+            description="Stop",
+            button_style="danger",
+            icon="stop",
+            tooltip="Stop after the current config. While this cell is running, interrupt the kernel (■) instead.",
+        )
         self.stop_button.on_click(lambda _: self.request_stop())
         for control in (self.x, self.y, self.metric):
             control.observe(lambda _: self._redraw(), names="value")
