@@ -160,8 +160,8 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
     key = cell_key(cell, line, f"{target} gpu={has_gpu()}", read_names(tree) - set(names), namespace)
     remembered = None if options.force else MEMORY.get(key)
     if remembered is not None:
-        names, result = remembered
-        namespace.update(names)
+        values, result = remembered
+        namespace.update(values)
         result.cached = True
         return result
 
@@ -175,7 +175,7 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
             if wrapped is not None:
                 kernels[name] = namespace[name] = with_line_directives(wrapped)
         result = _compile_chosen(options, kernels, namespace, cell)
-    except UsageError:
+    except (UsageError, KeyboardInterrupt):
         _restore(namespace, saved)
         raise
     except Exception as exc:
