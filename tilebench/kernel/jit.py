@@ -7,6 +7,7 @@ building readers) sits behind a cache miss.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -293,6 +294,15 @@ class JIT:
     def func(self) -> Any:
         """The decorated function (or PrimFunc)."""
         return self._func
+
+    @property
+    def source(self) -> str:
+        """The kernel's Python source (a PrimFunc's TVMScript when there is none)."""
+        try:
+            return inspect.getsource(self._func)
+        except (OSError, TypeError):
+            script = getattr(self._func, "script", None)
+            return script() if callable(script) else repr(self._func)
 
     def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
         return self.compile(*args, **kwargs).cuda_source

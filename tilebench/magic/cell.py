@@ -117,14 +117,6 @@ def _restore(namespace: dict[str, Any], saved: dict[str, Any]) -> None:
             namespace[name] = value
 
 
-def _source_of(jit: Any, cell: str) -> str:
-    try:
-        return inspect.getsource(jit.func)
-    except (OSError, TypeError):
-        script = getattr(jit.func, "script", None)
-        return script() if callable(script) else cell
-
-
 def _inputs_for(jit: Any, kernel: Any, args: tuple, kwargs: dict, explicit: Any) -> tuple | str:
     """The tensors to run the kernel with, or why there are none."""
     from tilebench.kernel.inputs import InputsNeeded, random_inputs
@@ -203,7 +195,7 @@ def _compile_chosen(
     jit = kernels[name]
     args, kwargs = _call_args(options.call, namespace)
     result.values = _LineValues(options, namespace)
-    result.name, result.source = name, _source_of(jit, cell)
+    result.name, result.source = name, jit.source
     if jit.mode != "prim_func" and not args and not kwargs and _needs_arguments(jit):
         result.note = f"not compiled: give {name}'s arguments on the magic line, e.g. %%tilelang A, B"
         return result

@@ -30,10 +30,6 @@ def _signature(jit: Any) -> inspect.Signature | None:
         return None
 
 
-def _fixed_values(space: Any) -> dict[str, Any]:
-    return dict(getattr(space, "fixed", {}) or {})
-
-
 def space_of_call(jit: Any, args: tuple, kwargs: dict, constraint: Callable | None = None) -> Any:
     from tilebench.tuner.space import Space
 
@@ -48,7 +44,7 @@ def tune_call(jit: Any, args: tuple, kwargs: dict, options: TuneOptions) -> Tune
             f"{jit.__name__}.tune(): no parameter is a tb.tune([...]) choice; "
             "e.g. kernel.tune(A, B, block_M=tb.tune([64, 128]))"
         )
-    return TuneSession(jit, space, options, _fixed_values(space)).run()
+    return TuneSession(jit, space, options).run()
 
 
 def tune_configs(jit: Any, configs: Iterable[dict | tuple], options: TuneOptions) -> TuneResult:
@@ -56,7 +52,7 @@ def tune_configs(jit: Any, configs: Iterable[dict | tuple], options: TuneOptions
     from tilebench.tuner.space import Space
 
     space = Space.from_configs(configs, _signature(jit), constraint=options.constraint)
-    return TuneSession(jit, space, options, _fixed_values(space)).run()
+    return TuneSession(jit, space, options).run()
 
 
 def get_tune_configs(jit: Any, args: tuple, kwargs: dict) -> list[CallArgs]:
@@ -122,7 +118,7 @@ def tune_calls(jit: Any, calls: list[tuple[tuple, dict]], options: TuneOptions) 
         _signature(jit),
         constraint=options.constraint,
     )
-    return TuneSession(jit, space, options, _fixed_values(space)).run()
+    return TuneSession(jit, space, options).run()
 
 
 def autotune(

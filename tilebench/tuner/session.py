@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -64,14 +63,6 @@ class TuneOptions:
             )
 
 
-def _source_of(jit: Any) -> str:
-    try:
-        return inspect.getsource(jit.func)
-    except (OSError, TypeError):
-        script = getattr(jit.func, "script", None)
-        return script() if callable(script) else repr(jit.func)
-
-
 def _per_config(value: Any, config: dict) -> float | None:
     return value(config) if callable(value) else value
 
@@ -121,7 +112,7 @@ def default_observers(progress: Any, kernel: str, params: dict[str, list], total
 class TuneSession:
     """Tunes one kernel call over one space; `run()` returns the TuneResult."""
 
-    def __init__(self, jit: Any, space: Any, options: TuneOptions, fixed: dict[str, Any]) -> None:
+    def __init__(self, jit: Any, space: Any, options: TuneOptions) -> None:
         from tilebench.compiler.runtime import has_gpu, tilelang
         from tilebench.compiler.targets import describe_target, resolve_target
 
@@ -130,8 +121,10 @@ class TuneSession:
         self.target = resolve_target(jit.options.target_dict_or_str())
         self.target_text = describe_target(self.target)
         self.gpu = has_gpu()
-        signature = ", ".join(f"{k}={describe_value(v)}" for k, v in fixed.items()) + f" | {jit.options!r}"
-        source_hash = hashlib.sha256(_source_of(jit).encode()).hexdigest()
+        signature = (
+            ", ".join(f"{k}={describe_value(v)}" for k, v in space.fixed.items()) + f" | {jit.options!r}"
+        )
+        source_hash = hashlib.sha256(jit.source.encode()).hexdigest()
         self.key = tuning_key(source_hash, signature, self.target_text, tilelang().__version__)
         self.key_parts = {"source_hash": source_hash, "signature": signature}
         store = options.store
@@ -150,7 +143,7 @@ class TuneSession:
 
         options = self.options
         strategy = get_strategy(options.strategy)
-        total = self.space.count() if hasattr(self.space, "count") else None
+        total = self.space.count()
         params = dict(self.space.params)
         observers = _Observers(default_observers(options.progress, self.name, params, total))
         known = {} if options.retune else self.store.measured(self.key)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import random
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -180,12 +179,6 @@ class Space:
         for values in self.params.values():
             size *= len(values)
         return size
-
-    def sample(self, rng: random.Random, n: int) -> list[dict]:
-        """Up to n distinct allowed configs in random order."""
-        every = list(self.configs())
-        rng.shuffle(every)
-        return every[:n]
 
     def call_for(self, config: dict) -> tuple[tuple, dict]:
         return self._build(config)

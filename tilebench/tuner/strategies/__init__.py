@@ -1,7 +1,7 @@
 """Search strategies, one small module each, loaded on first use.
 
 A strategy is a module (or any object) with `search(space, evaluate, budget)`:
-- `space.configs()` / `space.sample(rng, n)` / `space.params` describe what may be tried;
+- `space.configs()`, `space.count()` and `space.params` describe what may be tried;
 - `evaluate(batch)` measures a list of configs and returns one outcome per config, each with `.status`
   and `.median_ms` (lower is better; a status other than "ok" is a failed config). Batches are
   compiled in parallel, so strategies hand over `budget.batch_size` configs at a time;
