@@ -51,7 +51,9 @@ def test_best_so_far_curve_and_stop_button():
         board.on_record(record(64, 128, 128, ms))
     assert list(board.curve.data[0].y) == [3.0, 2.0, 1.0]
     assert not board.should_stop()
-    board.stop_button.click()
+    board.on_run("run-1")
+    assert board.stop_button.run_id == "run-1"  # what its JavaScript asks the server to stop
+    board.stop_button._handle(board.stop_button, {"event": "stop"}, [])  # the click, as the kernel gets it
     assert board.should_stop() and board.stop_button.disabled
     board.on_finish("stopped")
     assert "stopped" in board.counters.value

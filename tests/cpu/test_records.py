@@ -199,6 +199,16 @@ def test_runs_newest_first_filtered_by_kernel(store):
     assert store.run(other).progress is None and store.run("nope") is None
 
 
+def test_a_stop_request_marks_only_a_running_run(store):
+    run_id = start(store)
+    assert store.run_status(run_id) == "running"
+    assert store.request_stop(run_id) and store.run_status(run_id) == "stopping"
+    assert not store.request_stop(run_id)  # asked already
+    store.finish_run(run_id, "stopped")
+    assert not store.request_stop(run_id) and store.run_status(run_id) == "stopped"
+    assert store.run_status("no-such-run") is None and not store.request_stop("no-such-run")
+
+
 def test_bad_statuses_and_unknown_runs_are_refused(store):
     run_id = start(store)
     with pytest.raises(ValueError, match="compile_error"):

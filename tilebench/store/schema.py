@@ -12,7 +12,7 @@ import sqlite3
 from typing import Any, Literal, get_args
 
 Status = Literal["ok", "compile_error", "launch_error", "crash", "timeout", "mismatch", "skipped"]
-RunStatus = Literal["running", "done", "stopped", "failed"]
+RunStatus = Literal["running", "stopping", "done", "stopped", "failed"]  # stopping: asked to stop
 
 STATUSES: tuple[str, ...] = get_args(Status)
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)

@@ -150,6 +150,21 @@ class RecordStore:
         if cursor.rowcount == 0:
             raise KeyError(f"no run {run_id!r} in {self.path}")
 
+    def request_stop(self, run_id: str) -> bool:
+        """Ask a running run to stop after its current config (from any process: the dashboard's Stop
+        button goes through the Jupyter server). False when the run is not running."""
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE runs SET status = 'stopping' WHERE run_id = ? AND status = 'running'", (run_id,)
+            )
+        return cursor.rowcount == 1
+
+    def run_status(self, run_id: str) -> str | None:
+        """A run's status alone (cheap enough to poll), or None when there is no such run."""
+        with self._connect() as conn:
+            row = conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else row[0]
+
     def run(self, run_id: str) -> RunInfo | None:
         """One run by id, or None."""
         found = self._runs("WHERE run_id = ?", (run_id,))

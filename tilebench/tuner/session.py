@@ -28,6 +28,7 @@ class TuneOptions:
     constraint: Callable[[dict], bool] | None = None
     ref: Callable[..., Any] | None = None
     supply_type: Any = "auto"
+    supply_prog: Callable[[list], Any] | None = None  # params (.shape, .dtype, .device) -> input tensors
     rtol: float = 1e-2
     atol: float = 1e-2
     max_mismatched_ratio: float = 0.01
@@ -36,6 +37,7 @@ class TuneOptions:
     cache_input_tensors: bool = True
     warmup: float = 25.0
     rep: float = 100.0
+    backend: str = "event"  # how configs are timed: "event" (CUDA events), "cupti" or "cudagraph"
     timeout_s: float = 30.0  # per config, in the benchmark worker
     compile_timeout_s: float = 300.0
     early_stop: float | None = 3.0  # full timing only within this factor of the best (None: always)
@@ -55,6 +57,12 @@ class TuneOptions:
                 isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
             ):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
+        from tilebench.tuner.bench_job import TIMING_BACKENDS
+
+        if self.backend not in TIMING_BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(TIMING_BACKENDS)}, got {self.backend!r}")
+        if self.supply_prog is not None and not callable(self.supply_prog):
+            raise TypeError(f"supply_prog must be callable, got {type(self.supply_prog).__name__}")
         if self.ref is not None and not callable(self.ref):
             raise TypeError(f"ref_prog must be callable, got {type(self.ref).__name__}")
         if self.constraint is not None and not callable(self.constraint):
@@ -157,6 +165,8 @@ class TuneSession:
             **self.key_parts,
         )
         self.run_id, started = run_id, time.monotonic()
+        observers.on_run(run_id)
+        should_stop = self._stop_check(observers)
         if self.gpu:  # the benchmark worker warms up (tilelang, CUDA context) while the first batch compiles
             from tilebench.tuner.bench_worker import shared_worker
 
@@ -166,12 +176,14 @@ class TuneSession:
             max_configs=options.max_configs,
             max_seconds=options.max_seconds,
             batch_size=self._batch_size(),
-            should_stop=observers.should_stop,
+            should_stop=should_stop,
         )
         status = "done"
         try:
-            strategy.search(self.space, lambda batch: self._evaluate(batch, known, observers), budget)
-            if observers.should_stop():
+            strategy.search(
+                self.space, lambda batch: self._evaluate(batch, known, observers, should_stop), budget
+            )
+            if should_stop():
                 status = "stopped"
         except KeyboardInterrupt:
             status = "stopped"
@@ -198,6 +210,21 @@ class TuneSession:
             compile_best=lambda call: self.jit.compile(*call.args, **call.kwargs),
         )
 
+    def _stop_check(self, observers: Any, every_s: float = 0.5) -> Callable[[], bool]:
+        """True once an observer or the store asks to stop: the dashboard's button marks the run
+        "stopping" through the Jupyter server, since its click reaches this kernel only after the cell."""
+        last, asked = 0.0, False
+
+        def should_stop() -> bool:
+            nonlocal last, asked
+            now = time.monotonic()
+            if not asked and now - last >= every_s:
+                last = now
+                asked = self.store.run_status(self.run_id) == "stopping"
+            return asked or observers.should_stop()
+
+        return should_stop
+
     def _batch_size(self) -> int:
         from tilebench.compiler.pool import shared_pool
 
@@ -213,7 +240,9 @@ class TuneSession:
         observers.on_record(record)
         return record
 
-    def _evaluate(self, batch: list[dict], known: dict[str, Record], observers: Any) -> list[Record]:
+    def _evaluate(
+        self, batch: list[dict], known: dict[str, Record], observers: Any, should_stop: Callable[[], bool]
+    ) -> list[Record]:
         """Records for a batch of configs: stored ones reused, the rest elaborated, compiled, benchmarked."""
         from tilebench.compiler.pool import readable_error
 
@@ -234,10 +263,12 @@ class TuneSession:
                 continue
             todo.append((index, config, prim_func))
         if todo:
-            self._compile_and_bench(todo, outcomes, observers)
+            self._compile_and_bench(todo, outcomes, observers, should_stop)
         return [outcomes[i] for i in sorted(outcomes)]
 
-    def _compile_and_bench(self, todo: list, outcomes: dict[int, Record], observers: Any) -> None:
+    def _compile_and_bench(
+        self, todo: list, outcomes: dict[int, Record], observers: Any, should_stop: Callable[[], bool]
+    ) -> None:
         """Compile the batch in the pool; benchmark each config as soon as its compile is done."""
         from tilebench.compiler.pool import CompileRequest, shared_pool
 
@@ -264,7 +295,7 @@ class TuneSession:
                 else:
                     record = self._bench(config, requests[outcome.index], outcome.seconds)
                 outcomes[index] = self._keep(record, observers)
-                if observers.should_stop():
+                if should_stop():
                     break
         finally:
             finished.close()
@@ -281,6 +312,8 @@ class TuneSession:
             label=str(config),
             inputs=self._input_spec(config),
             supply_type=options.supply_type,
+            supply_prog=options.supply_prog,
+            timing_backend=options.backend,
             seed=options.seed,
             rtol=options.rtol,
             atol=options.atol,

@@ -75,6 +75,10 @@ class TextProgress:
         total = f"/{self.total}" if self.total else ""
         return f"  {done}{total} done ({counts}); {best}"
 
+    def on_run(self, run_id: str) -> None:
+        """The store's id of this run: the Stop button asks the server to stop it by that id."""
+        self.stop_button.run_id = run_id
+
     def on_finish(self, status: str) -> None:
         print(self.line() + f"  [{status}]", file=self.stream)
 
@@ -122,15 +126,9 @@ class TuneDashboard:
         )
         self.counters = widgets.HTML()
         self.failures = widgets.HTML()
-        # A click reaches Python only when the kernel is free: a run blocking its own cell is stopped by
-        # interrupting the kernel (its records are kept either way).
-        self.stop_button = widgets.Button(
-            description="Stop",
-            button_style="danger",
-            icon="stop",
-            tooltip="Stop after the current config. While this cell is running, interrupt the kernel (■) instead.",
-        )
-        self.stop_button.on_click(lambda _: self.request_stop())
+        from tilebench.views.stop import StopButton
+
+        self.stop_button = StopButton(on_stop=self.request_stop)
         for control in (self.x, self.y, self.metric):
             control.observe(lambda _: self._redraw(), names="value")
         self.widget = widgets.VBox(
@@ -159,6 +157,10 @@ class TuneDashboard:
                 self._best_curve.append((time.monotonic() - self.started, record.median_ms))
         self._redraw()
 
+    def on_run(self, run_id: str) -> None:
+        """The store's id of this run: the Stop button asks the server to stop it by that id."""
+        self.stop_button.run_id = run_id
+
     def on_finish(self, status: str) -> None:
         self.status = status
         self.stop_button.disabled = True
@@ -169,7 +171,7 @@ class TuneDashboard:
 
     def request_stop(self) -> None:
         self._stop = True
-        self.stop_button.description = "Stopping…"
+        self.stop_button.label = "Stopping…"
         self.stop_button.disabled = True
 
     # --- drawing -----------------------------------------------------------------------------------
@@ -225,7 +227,7 @@ class TuneDashboard:
     def _counters_html(self) -> str:
         counts = self.counts()
         done = len(self.records)
-        compiled = sum(v for k, v in counts.items() if k not in ("compile_error", "skipped"))
+        compiled = sum(r.status != "compile_error" and r.compile_s is not None for r in self.records)
         failed = sum(v for k, v in counts.items() if k not in ("ok", "skipped"))
         remaining = None if self.total is None else max(self.total - done, 0)
         elapsed = time.monotonic() - self.started

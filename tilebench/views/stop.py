@@ -1,0 +1,78 @@
+"""The dashboard's Stop button, which works while the tuning cell still runs.
+
+A widget click reaches the kernel only once the cell is done, so the button's JavaScript also asks the
+Jupyter server (tilebench's endpoint, `POST tilebench/runs/<id>/stop`) to mark the run "stopping" in the
+records store; the tuning run polls that status between configs. When the kernel is free (the run has
+ended), the click arrives as an ordinary widget message and does nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anywidget
+import traitlets
+
+_ESM = """
+function serverUrl(path) {
+  const element = document.getElementById("jupyter-config-data");
+  const config = element ? JSON.parse(element.textContent || "{}") : {};
+  const base = (config.baseUrl || "/").replace(/\\/?$/, "/");
+  const headers = {};
+  if (config.token) headers["Authorization"] = `token ${config.token}`;
+  const xsrf = document.cookie.match(/\\b_xsrf=([^;]*)/);
+  if (xsrf) headers["X-XSRFToken"] = decodeURIComponent(xsrf[1]);
+  return [base + path, headers];
+}
+
+export default {
+  render({ model, el }) {
+    const button = document.createElement("button");
+    button.className = "jupyter-button mod-danger tilebench-stop";
+    const sync = () => {
+      button.textContent = model.get("label");
+      button.disabled = model.get("disabled");
+      button.title = model.get("tooltip");
+    };
+    sync();
+    model.on("change:label change:disabled change:tooltip", sync);
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      button.textContent = "Stopping…";
+      model.send({ event: "stop" });
+      const runId = model.get("run_id");
+      if (!runId) return;
+      const [url, headers] = serverUrl(`tilebench/runs/${encodeURIComponent(runId)}/stop`);
+      try {
+        const response = await fetch(url, { method: "POST", headers, credentials: "same-origin" });
+        if (!response.ok) console.warn(`tilebench: stop request answered ${response.status}`);
+      } catch (error) {
+        console.warn("tilebench: stop request failed", error);
+      }
+    });
+    el.appendChild(button);
+  },
+};
+"""
+
+
+class StopButton(anywidget.AnyWidget):
+    """A Stop button bound to a tuning run (`run_id`); `on_stop` runs when the kernel gets the click."""
+
+    _esm = _ESM
+    run_id = traitlets.Unicode("").tag(sync=True)
+    label = traitlets.Unicode("■ Stop").tag(sync=True)
+    disabled = traitlets.Bool(False).tag(sync=True)
+    tooltip = traitlets.Unicode(
+        "Stop after the current config; its records are kept and a re-run resumes."
+    ).tag(sync=True)
+
+    def __init__(self, on_stop: Callable[[], Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._on_stop = on_stop
+        self.on_msg(self._handle)
+
+    def _handle(self, widget: Any, content: Any, buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("event") == "stop":
+            self._on_stop()
