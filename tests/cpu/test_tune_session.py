@@ -93,3 +93,12 @@ def test_get_tune_configs_and_bad_tuning_calls():
         S.gemm.tune(A, B, block_M=tb.tune([64]), tune_options={"budget": 3})
     with pytest.raises(ValueError, match="max_configs must be a positive number"):
         S.gemm.tune(A, B, block_M=tb.tune([64]), tune_options={"max_configs": 0})
+
+
+def test_timing_backend_and_supply_prog_are_checked_up_front():
+    with pytest.raises(ValueError, match="backend must be one of event, cupti, cudagraph"):
+        tb.TuneOptions(backend="wall")
+    with pytest.raises(TypeError, match="supply_prog must be callable"):
+        tb.TuneOptions(supply_prog=[1, 2])
+    with pytest.raises(ValueError, match="backend must be one of"):
+        tb.autotune(configs=[{"block_N": 256}], backend="nvtx")

@@ -89,3 +89,28 @@ def test_autotune_decorator_tunes_on_first_call(store):
     torch.testing.assert_close(kernel(x, y), x + y)
     assert len(tuned.tune_result.records) == 2 and tuned.tune_result.best is not None
     assert tuned(1 << 20, block_N=256) is S.vector_add(1 << 20, block_N=256)  # explicit: no tuning
+
+
+@pytest.mark.parametrize("backend", ["cupti", "cudagraph"])
+def test_autotune_times_with_cupti_or_cuda_graphs_and_inputs_from_supply_prog(store, backend):
+    supplied = []
+
+    def supply(params):
+        supplied.append([(tuple(p.shape), p.dtype) for p in params])  # runs in the bench worker
+        return [torch.full(p.shape, 0.5, dtype=p.dtype, device=p.device) for p in params]
+
+    tuned = tb.autotune(
+        configs=[{"block_N": 256}, {"block_N": 1024}],
+        ref_prog=lambda a, b: a + b,
+        supply_prog=supply,
+        backend=backend,
+        store=store,
+        progress=None,
+    )(S.vector_add)
+    tuned(1 << 20)
+    records = tuned.tune_result.records
+    assert [r.status for r in records] == ["ok", "ok"], [r.message for r in records]
+    assert all(r.median_ms > 0 for r in records)
+    if backend == "cudagraph":
+        assert all(0 < r.min_ms <= r.median_ms <= r.max_ms for r in records)
+    assert not supplied  # supply ran in the worker process, never here

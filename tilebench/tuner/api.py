@@ -141,17 +141,13 @@ def autotune(
     **search: Any,
 ) -> Any:
     """Seed 003's `autotune` over a tb.jit/tilelang.jit kernel; `**search` takes TuneOptions (strategy, ...)."""
-    if supply_prog is not None:
-        raise NotImplementedError("autotune(supply_prog=...) is not supported yet; use supply_type")
-    if backend != "event":
-        raise NotImplementedError(
-            f"autotune(backend={backend!r}): only 'event' (CUDA events) is supported yet"
-        )
     options = make_options(
         warmup=warmup,
         rep=rep,
         timeout_s=timeout,
         supply_type=supply_type,
+        supply_prog=supply_prog,
+        backend=backend,
         ref=ref_prog,
         rtol=rtol,
         atol=atol,

@@ -39,6 +39,7 @@ _STICKY = re.compile(
     re.IGNORECASE,
 )
 _MAX_REPS = 10_000
+TIMING_BACKENDS = ("event", "cupti", "cudagraph")
 _REF_CACHE_SIZE = 4
 _inputs_cache: dict[tuple, list[Any]] = {}  # worker-process state: at most one entry
 _ref_cache: dict[tuple, list[Any]] = {}
@@ -135,8 +136,12 @@ class BenchJob:
     flops: float | None = None
     nbytes: float | None = None
     device_index: int = 0
+    timing_backend: str = "event"  # "event" (CUDA events) or tilelang's "cupti" / "cudagraph"
+    supply_prog: bytes | None = None  # cloudpickled supply_prog(params) -> input tensors
 
     def __post_init__(self) -> None:
+        if self.timing_backend not in TIMING_BACKENDS:
+            raise ValueError(f"backend {self.timing_backend!r} is not one of {', '.join(TIMING_BACKENDS)}")
         self.supply_type = str(getattr(self.supply_type, "name", self.supply_type)).lower()
         if self.supply_type == "zero":
             raise ValueError("supply_type 'zero' is refused: zero inputs pass kernels that compute nothing")
@@ -150,6 +155,7 @@ class BenchJob:
         compile_kwargs: dict[str, Any] | None = None,
         ref: Callable[..., Any] | None = None,
         manual_check: Callable[[list, list], Any] | None = None,
+        supply_prog: Callable[[list], Any] | None = None,
         **fields: Any,
     ) -> BenchJob:
         """A job for a PrimFunc compiled (into the disk cache) with ``compile_kwargs``, or a CompileRequest."""
@@ -162,11 +168,16 @@ class BenchJob:
         elif compile_kwargs is not None:
             raise TypeError("a CompileRequest carries its compile kwargs; pass no compile_kwargs")
         fields.setdefault("label", source.label)
-        ref_bytes, check_bytes = (
-            cloudpickle.dumps(f) if f is not None else None for f in (ref, manual_check)
+        ref_bytes, check_bytes, supply_bytes = (
+            cloudpickle.dumps(f) if f is not None else None for f in (ref, manual_check, supply_prog)
         )
         return cls(
-            source.tir_json, copy.deepcopy(source.kwargs), ref=ref_bytes, manual_check=check_bytes, **fields
+            source.tir_json,
+            copy.deepcopy(source.kwargs),
+            ref=ref_bytes,
+            manual_check=check_bytes,
+            supply_prog=supply_bytes,
+            **fields,
         )
 
     def __call__(self) -> BenchResult:
@@ -239,16 +250,33 @@ class BenchJob:
 
         from tilebench.kernel.inputs import torch_dtype
 
-        key = (spec, self.supply_type, self.seed, self.device_index)
+        key = (spec, self.supply_type, self.seed, self.device_index, self.supply_prog)
         if key in _inputs_cache:
             return _inputs_cache[key]
         _inputs_cache.clear()
-        generator = torch.Generator(device=device).manual_seed(self.seed)
-        made = [
-            _supply(shape, torch_dtype(name), self.supply_type, generator, device) for shape, name in spec
-        ]
+        if self.supply_prog is not None:
+            made = self._supplied(spec, device)
+        else:
+            generator = torch.Generator(device=device).manual_seed(self.seed)
+            made = [
+                _supply(shape, torch_dtype(name), self.supply_type, generator, device) for shape, name in spec
+            ]
         if self.cache_input_tensors:
             _inputs_cache[key] = made
+        return made
+
+    def _supplied(self, spec: tuple, device: Any) -> list[Any]:
+        """The inputs from the user's supply_prog(params), as tilelang's (params have .shape, .dtype)."""
+        import cloudpickle
+
+        from tilebench.kernel.inputs import torch_dtype
+
+        assert self.supply_prog is not None
+        params = [InputParam(shape, torch_dtype(name), device) for shape, name in spec]
+        made = cloudpickle.loads(self.supply_prog)(params)
+        made = list(made) if isinstance(made, (list, tuple)) else [made]
+        if len(made) != len(params):
+            raise ValueError(f"supply_prog gave {len(made)} inputs for {len(params)} parameters")
         return made
 
     def _reference(self, inputs: list[Any]) -> list[Any]:
@@ -301,6 +329,8 @@ class BenchJob:
         return BenchResult(status, message, max_abs_error=max_abs, mismatch_ratio=worst)
 
     def _time(self, fn: Callable[[], Any], device: Any, check: BenchResult) -> BenchResult:
+        if self.timing_backend != "event":
+            return self._time_with_tilelang(fn, device, check)
         quick = None
         if self.full_if_within is not None and self.quick_rep_ms:
             times = _event_times(fn, device, self.warmup_ms, self.quick_rep_ms)
@@ -312,6 +342,31 @@ class BenchJob:
         else:
             times = _event_times(fn, device, self.warmup_ms, self.rep_ms)
         return self._stats(times, check, quick, full=True)
+
+    def _time_with_tilelang(self, fn: Callable[[], Any], device: Any, check: BenchResult) -> BenchResult:
+        """tilelang's do_bench with CUPTI or CUDA-graph replay: median, min and max where it gives them."""
+        from tilebench.compiler.runtime import tilelang
+
+        tilelang()
+        from tilelang.profiler import do_bench
+
+        timed = do_bench(
+            fn,
+            warmup=self.warmup_ms,
+            rep=self.rep_ms,
+            backend=self.timing_backend,
+            quantiles=[0.5, 0.0, 1.0],
+            device=device,
+        )
+        # CUPTI gives one figure (kernel time summed over the launch, averaged over the runs), no spread
+        median, low, high = timed if isinstance(timed, (list, tuple)) else (timed, None, None)
+        result = self._stats([float(median)], check, None, full=True)
+        return dataclasses.replace(
+            result,
+            min_ms=None if low is None else float(low),
+            max_ms=None if high is None else float(high),
+            n=None,
+        )
 
     def _stats(self, times: list[float], check: BenchResult, quick: float | None, full: bool) -> BenchResult:
         median = statistics.median(times)
@@ -326,6 +381,15 @@ class BenchJob:
             tflops=self.flops / median / 1e9 if self.flops else None,
             gbps=self.nbytes / median / 1e6 if self.nbytes else None,
         )
+
+
+@dataclasses.dataclass
+class InputParam:
+    """What supply_prog gets for each input: its shape, torch dtype and device (as tilelang's KernelParam)."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+    device: Any
 
 
 def _failure(status: Status, prefix: str, exc: Exception) -> BenchResult:
