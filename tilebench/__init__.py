@@ -32,6 +32,9 @@ _LAZY = {
     "TuneResult": "tilebench.tuner.result",
     "autotune": "tilebench.tuner.api",
     "RecordStore": "tilebench.store",
+    "has_gpu": "tilebench.compiler.runtime",
+    "compare": "tilebench.views.diff",
+    "bench": "tilebench.compiler.timing",
 }
 
 __all__ = ["__version__", "load_ipython_extension", *_LAZY]

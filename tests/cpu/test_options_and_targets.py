@@ -9,6 +9,7 @@ from tilebench.compiler.targets import describe_target, resolve_target
 def test_dict_string_and_cli_targets():
     assert resolve_target({"kind": "cuda", "arch": "sm_80"}) == {"kind": "cuda", "arch": "sm_80"}
     assert resolve_target("cuda -arch=sm_90a") == {"kind": "cuda", "arch": "sm_90a"}
+    assert resolve_target("sm_80") == {"kind": "cuda", "arch": "sm_80"}  # a bare arch means CUDA
     assert resolve_target("c") == "c"
     assert describe_target({"kind": "cuda", "arch": "sm_90a"}) == "cuda -arch=sm_90a"
 

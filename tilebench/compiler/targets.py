@@ -25,11 +25,13 @@ def arch_for_capability(major: int, minor: int) -> str:
 
 
 def _from_string(text: str) -> TargetSpec:
+    if _ARCH.match(text.strip()):  # a bare arch, "sm_90a": CUDA for that arch
+        return {"kind": "cuda", "arch": text.strip()}
     match = _CLI_ARCH.match(text)
     if not match or match.group(1) not in _KINDS:
         raise TargetError(
             f"target={text!r} is not a target tilebench knows; use one of {sorted(_KINDS)}, "
-            "'cuda -arch=sm_90a', or a dict such as {'kind': 'cuda', 'arch': 'sm_90a'}"
+            "an arch such as 'sm_90a', 'cuda -arch=sm_90a', or a dict such as {'kind': 'cuda', 'arch': 'sm_90a'}"
         )
     kind, flags = match.group(1), match.group(2)
     spec: dict[str, Any] = {"kind": kind}

@@ -27,3 +27,23 @@ def time_call(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, backe
     from tilelang.profiler import do_bench
 
     return float(do_bench(fn, warmup=warmup, rep=rep, backend=backend, return_mode="median"))
+
+
+TIMING_BACKENDS = ("event", "cupti", "cudagraph")
+
+
+def bench(
+    fn: Callable[..., Any],
+    *args: Any,
+    warmup: float = 25,
+    rep: float = 100,
+    backend: str = "event",
+    **kwargs: Any,
+) -> float:
+    """`tb.bench(torch.matmul, A, B)`: median milliseconds of `fn(*args, **kwargs)` on the GPU, timed as
+    tilebench times kernels (L2 flushed between calls), so the two compare fairly."""
+    if not callable(fn):
+        raise TypeError(f"bench() takes a callable first, not {type(fn).__name__}")
+    if backend not in TIMING_BACKENDS:
+        raise ValueError(f"bench(): backend must be one of {', '.join(TIMING_BACKENDS)}, not {backend!r}")
+    return time_call(lambda: fn(*args, **kwargs), warmup=warmup, rep=rep, backend=backend)

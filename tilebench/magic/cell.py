@@ -202,10 +202,16 @@ def _compile_chosen(
     if options.tune is not None:
         result.tune = _tune(options, jit, args, kwargs, result.values, namespace)
         best = result.tune.best_args
-        if best is None:
+        if best is not None:
+            args, kwargs = best.args, best.kwargs
+        elif _compile_only(result.tune):
+            result.note = (
+                f"compile-only: {len(result.tune.records)} configs compiled, none timed (no CUDA device); "
+                "showing the kernel with the call's own parameters"
+            )
+        else:
             result.note = f"tuning found no config that ran correctly ({result.tune.num_errors} failed)"
             return result
-        args, kwargs = best.args, best.kwargs
     start = time.perf_counter()
     compiled = jit.compile(*args, **kwargs)
     result.compile_s = time.perf_counter() - start
@@ -241,6 +247,13 @@ def _tune(options: Any, jit: Any, args: tuple, kwargs: dict, values: Any, namesp
         return jit.tune(*args, **{**kwargs, **choices}, tune_options=tune_options)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"%%tilelang: --tune: {exc}") from None
+
+
+def _compile_only(tuned: Any) -> bool:
+    """True when the tune ran without a GPU: its configs compiled (or failed to) but none was timed."""
+    from tilebench.compiler.runtime import has_gpu
+
+    return not has_gpu() and any(record.status == "skipped" for record in tuned.records)
 
 
 def _needs_arguments(jit: Any) -> bool:
