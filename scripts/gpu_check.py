@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             if ".ipynb_checkpoints" not in p.parts
         )
         if found:
-            nb_args = ["-q", "--nbval-lax", "--nbval-current-env", *found]
+            nb_args = ["-q", "--nbval", "--nbval-current-env", *found]
             notebooks = run_pytest("notebooks", nb_args, junit_dir / "notebooks.xml", args.notebooks_timeout)
         else:
             print("\ngpu_check: no notebooks/*.ipynb, nbval skipped")
