@@ -1,0 +1,79 @@
+/**
+ * The tilebench server extension's REST API (tilebench/lab/handlers.py) and the shared icon.
+ */
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+import { LabIcon } from '@jupyterlab/ui-components';
+
+/** One tuning run, as GET /tilebench/runs lists it (tilebench.store's RunInfo). */
+export interface IRun {
+  run_id: string;
+  kernel: string;
+  status: 'running' | 'stopping' | 'done' | 'stopped' | 'failed';
+  started: number;
+  finished: number | null;
+  total: number | null;
+  count: number;
+  counts: Record<string, number>;
+  progress: number | null;
+  best_latency_ms: number | null;
+  best_config: Record<string, unknown> | null;
+  strategy: string | null;
+  target: string | null;
+  notebook: string | null;
+  heartbeat: number | null;
+}
+
+/** One record of a run, as GET /tilebench/runs/<run_id>/records lists it (tilebench.store's Record). */
+export interface IRecord {
+  id: number;
+  config: Record<string, unknown>;
+  status: string;
+  message: string;
+  compile_s: number | null;
+  median_ms: number | null;
+  min_ms: number | null;
+  max_ms: number | null;
+  n: number | null;
+  tflops: number | null;
+  gbps: number | null;
+  created: number | null;
+}
+
+/** A kernel template, as GET /tilebench/templates lists it (tilebench/lab/templates.py). */
+export interface ITemplate {
+  name: string;
+  title: string;
+  description: string;
+  source: string;
+}
+
+/** GET /tilebench/<path> as JSON; throws with the server's message on an error status. */
+export async function requestAPI<T>(path: string): Promise<T> {
+  const settings = ServerConnection.makeSettings();
+  const url = URLExt.join(settings.baseUrl, 'tilebench', path);
+  const response = await ServerConnection.makeRequest(url, {}, settings);
+  const text = await response.text();
+  let data: any = text;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    // not JSON: keep the text for the error message
+  }
+  if (!response.ok) {
+    const message = (data && data.message) || text || response.statusText;
+    throw new ServerConnection.ResponseError(response, `tilebench: GET ${path}: ${message}`);
+  }
+  return data as T;
+}
+
+/** A 2x2 grid of tiles, one lit: the icon of the sidebar and the launcher items. */
+export const tilebenchIcon = new LabIcon({
+  name: 'tilebench:icon',
+  svgstr:
+    '<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 16 16">' +
+    '<g class="jp-icon3" fill="#616161">' +
+    '<rect x="1" y="1" width="6" height="6" rx="1"/><rect x="9" y="9" width="6" height="6" rx="1"/>' +
+    '<rect x="1" y="9" width="6" height="6" rx="1"/></g>' +
+    '<rect class="jp-icon-brand0" fill="#F57C00" x="9" y="1" width="6" height="6" rx="1"/></svg>'
+});
