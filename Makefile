@@ -1,6 +1,6 @@
 # tilebench: developer entry points. `make help` lists the targets.
 #
-# make test       lint + tests (+ notebooks) in .venv, on any machine (CI runs this, without a GPU)
+# make test       lint + tests (+ notebooks, + the browser test) in .venv, on any machine (CI runs this, without a GPU)
 # make lab        JupyterLab on notebooks/ from .venv
 # make gpu-check  the GPU machine's check: system python3, dependencies already on PYTHONPATH
 
@@ -24,7 +24,7 @@ GPU_CHECK_ARGS ?=
 export CUDA_HOME ?= /usr/local/cuda
 export TILELANG_PRINT_ON_COMPILATION := 0
 
-.PHONY: help venv test lint pytest nbval lab gpu-check clean
+.PHONY: help venv test lint pytest nbval browser notebooks lab gpu-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z][a-zA-Z_-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -32,7 +32,10 @@ help: ## list the targets
 venv: $(STAMP) ## create .venv and install tilebench[test,dev] into it (again when pyproject.toml changes)
 
 # Without a working nvidia-smi, the CPU torch goes in first so that the project's `torch` is satisfied.
-$(STAMP): pyproject.toml
+# The lab extension is built by the install (hatch-jupyter-builder): its sources count as inputs too.
+EXTENSION_SOURCES := $(shell find extension/src extension/style -type f 2>/dev/null) extension/package.json
+
+$(STAMP): pyproject.toml $(EXTENSION_SOURCES)
 	@test -x $(VPY) || { echo "venv: creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
 	@$(VPY) -m pip install -qq --upgrade pip
 	@if nvidia-smi >/dev/null 2>&1; then \
@@ -45,17 +48,17 @@ $(STAMP): pyproject.toml
 	@$(VPY) -m pip install -qq -e '.[test,dev]'
 	@touch $@
 
-test: venv ## lint, pytest tests/ (GPU tests skip without CUDA), nbval on notebooks; fails if any failed
-	@$(MAKE) --no-print-directory -k lint pytest nbval || { echo "make test: FAILED (see above)" >&2; exit 1; }
+test: venv ## lint, pytest tests/ (GPU tests skip without CUDA), nbval on notebooks, browser; fails if any failed
+	@$(MAKE) --no-print-directory -k lint pytest nbval browser || { echo "make test: FAILED (see above)" >&2; exit 1; }
 
 lint: venv ## ruff check + ruff format --check
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 
 pytest: export TILEBENCH_CACHE_DIR := $(TEST_CACHE_DIR)
-pytest: venv ## pytest tests/ only (extra arguments: PYTEST_ARGS="-k name -x")
+pytest: venv ## pytest tests/ but tests/browser (extra arguments: PYTEST_ARGS="-k name -x")
 	@mkdir -p $(TEST_CACHE_DIR)
-	@rc=0; $(VPY) -m pytest -q tests $(PYTEST_ARGS) || rc=$$?; \
+	@rc=0; $(VPY) -m pytest -q tests --ignore=tests/browser $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make pytest: error: pytest collected no tests under tests/" >&2; fi; \
 	exit $$rc
 
@@ -63,12 +66,22 @@ nbval: export TILEBENCH_CACHE_DIR := $(TEST_CACHE_DIR)
 nbval: venv ## run notebooks/*.ipynb through nbval (compile-only without a GPU)
 ifneq ($(NOTEBOOKS),)
 	@mkdir -p $(TEST_CACHE_DIR)
-	@rc=0; $(VPY) -m pytest -q --nbval-lax --nbval-current-env $(NOTEBOOKS) || rc=$$?; \
+	@rc=0; $(VPY) -m pytest -q --nbval --nbval-current-env $(NOTEBOOKS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make nbval: error: nbval collected no cells from notebooks/" >&2; fi; \
 	exit $$rc
 else
 	@echo "make nbval: no notebooks/*.ipynb yet, skipped"
 endif
+
+# The server it starts gets its own cache, settings and notebooks' copy in test-output/browser/.
+browser: export TILEBENCH_REQUIRE_BROWSER := 1
+browser: venv ## JupyterLab + notebooks 1 and 2 in headless chromium (installs chromium, playwright-core if missing)
+	@scripts/setup_browser.sh
+	$(VPY) -m pytest -q tests/browser
+
+notebooks: export TILEBENCH_CACHE_DIR := $(TEST_CACHE_DIR)
+notebooks: venv ## re-run notebooks/*.ipynb and store the outputs nbval checks (after editing a notebook)
+	$(VPY) scripts/refresh_notebooks.py
 
 lab: venv ## JupyterLab on notebooks/ (tilebench's cache at its default place)
 	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -77,4 +90,4 @@ gpu-check: ## on the GPU machine: tests/gpu, notebooks, benchmarks, then a summa
 	python3 scripts/gpu_check.py $(GPU_CHECK_ARGS)
 
 clean: ## remove test output and caches (keeps .venv and .gpu)
-	rm -rf test-output .pytest_cache .ruff_cache .hypothesis
+	rm -rf test-output .pytest_cache .ruff_cache .hypothesis extension/lib tilebench/labextension

@@ -1,0 +1,640 @@
+// Real-browser test of the tilebench workbench: JupyterLab in Debian's chromium, driven by playwright-core.
+//
+// It expects a JupyterLab server that is already up (tests/browser/test_browser.py starts one, with no
+// token, on a copy of notebooks/), opens notebooks 1 and 2, runs all their cells and checks what the
+// page shows: the kernel panel's tabs and code views, the layout and tuning heatmaps, the "Tuning runs"
+// sidebar, the tilelang cell language, and that no widget failed. Every check is reported (ok / not ok);
+// the exit status is 1 when any failed. Screenshots and a results.json go to the output folder.
+//
+//   node workbench.mjs --url http://127.0.0.1:8888 --out ../../test-output/browser [--notebooks 01_quickstart.ipynb,...]
+//
+// Environment: CHROMIUM (default /usr/bin/chromium), TILEBENCH_BROWSER_HEADED=1 to watch it.
+
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+
+import { chromium } from "playwright-core";
+
+// ---------------------------------------------------------------------------------------------------
+// Selectors of tilebench's JupyterLab extension (extension/src): the %%tilelang cell language and the
+// "Tuning runs" sidebar. Kept here, in one place, so that they follow the extension's source.
+// ---------------------------------------------------------------------------------------------------
+const EXTENSION = {
+  // extension/src/language.ts: the cell editor of a %%tilelang cell carries this attribute ...
+  languageEditor: '.cm-editor[data-tilebench-language="tilelang"]',
+  // ... T.* DSL names are marked with this class, the magic line's options (--ref, -o) with that one.
+  dslMark: ".tb-tl-dsl",
+  magicOptionMark: ".tb-tl-magic",
+  // extension/src/sidebar.ts: the sidebar panel (id RUNS_PANEL_ID), its tab in the left area (lumino
+  // tab bars carry the widget id as data-id), a run row and the row's kernel name.
+  runsPanel: "#tilebench-runs",
+  runsTab: '.jp-SideBar .lm-TabBar-tab[data-id="tilebench-runs"]',
+  runRow: ".tb-run",
+  runKernel: ".tb-run-kernel",
+  runCount: ".tb-run-count",
+  runMeta: ".tb-run-meta",
+  runsMessage: ".tb-runs-message",
+};
+
+// tilebench's own widgets (tilebench/views): panel.py, code.py, layouts.py, dashboard.py.
+const PANEL_TABS = ["Source", "TIR", "Lowered TIR", "CUDA", "PTX", "SASS", "Resources", "Layouts", "Run"];
+const WIDGET = {
+  panel: ".tilebench-panel",
+  panelHeader: ".tilebench-header",
+  tab: ".lm-TabBar-tab",
+  codeView: ".tb-code",
+  dashboard: ".tilebench-dashboard",
+  counters: ".tilebench-counters",
+  plot: ".js-plotly-plot",
+};
+
+// Text that JupyterLab / ipywidgets / anywidget put in the page when a widget cannot be shown.
+const WIDGET_ERROR_TEXT = [
+  "Error displaying widget",
+  "model not found",
+  "Could not create a view",
+  "Failed to load model class",
+  "Error rendering",
+  "Error creating widget",
+  "Failed to create view",
+];
+// ipywidgets' view of a widget whose JavaScript threw ("Click to show javascript error."); clicked to read it.
+const WIDGET_ERROR_VIEW = ".jupyter-widgets-error-widget";
+// Console messages that mean a widget (or its JavaScript) failed.
+const WIDGET_CONSOLE_ERROR = /widget|model|anywidget|plotly|view|comm|esm|Could not|Failed to/i;
+
+const MINUTE = 60_000;
+
+// ---------------------------------------------------------------------------------------------------
+
+const { values: args } = parseArgs({
+  options: {
+    url: { type: "string" },
+    out: { type: "string", default: "test-output/browser" },
+    notebooks: { type: "string", default: "01_quickstart.ipynb,02_autotune.ipynb" },
+  },
+});
+if (!args.url) {
+  console.error("usage: node workbench.mjs --url http://127.0.0.1:PORT [--out DIR] [--notebooks a.ipynb,b.ipynb]");
+  process.exit(2);
+}
+const BASE = args.url.replace(/\/$/, "");
+const OUT = resolve(args.out);
+mkdirSync(OUT, { recursive: true });
+const started = Date.now();
+
+const results = [];
+function log(message) {
+  console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${message}`);
+}
+function check(name, ok, detail = "") {
+  results.push({ name, ok: Boolean(ok), detail });
+  log(`${ok ? "ok    " : "NOT OK"} ${name}${detail ? ` -- ${detail}` : ""}`);
+  return Boolean(ok);
+}
+// A check whose body may throw (a timeout waiting for the page): the throw is the failure.
+async function attempt(name, body) {
+  try {
+    const detail = await body();
+    return check(name, true, typeof detail === "string" ? detail : "");
+  } catch (error) {
+    return check(name, false, String(error?.message ?? error).split("\n").slice(0, 6).join(" | "));
+  }
+}
+
+async function api(path, options = {}) {
+  const response = await fetch(`${BASE}${path}`, options);
+  if (!response.ok) throw new Error(`${options.method ?? "GET"} ${path}: HTTP ${response.status}`);
+  return response.json();
+}
+
+async function sleep(ms) {
+  await new Promise((done) => setTimeout(done, ms));
+}
+
+async function shot(target, name) {
+  const path = join(OUT, name);
+  try {
+    await target.screenshot({ path, animations: "disabled", timeout: 30_000 });
+    log(`screenshot ${path}`);
+  } catch (error) {
+    log(`screenshot ${name} failed: ${String(error.message).split("\n")[0]}`);
+  }
+}
+
+// --- JupyterLab ------------------------------------------------------------------------------------
+
+/** The notebook's main-area widget (scoped by the id its dock tab names). */
+async function notebookPanel(page, name) {
+  const tab = page.locator(".jp-MainAreaWidget-ContainerTabBar .lm-TabBar-tab, .lm-DockPanel-tabBar .lm-TabBar-tab", {
+    has: page.locator(".lm-TabBar-tabLabel", { hasText: new RegExp(`^${name.replace(/\./g, "\\.")}$`) }),
+  });
+  await tab.first().waitFor({ timeout: 2 * MINUTE });
+  const id = await tab.first().getAttribute("data-id");
+  const panel = page.locator(`[id="${id}"]`);
+  await panel.locator(".jp-Notebook .jp-Cell").first().waitFor({ timeout: 2 * MINUTE });
+  return panel;
+}
+
+/** The kernel of the notebook's session, as the server sees it. */
+async function kernelState(name) {
+  const sessions = await api("/api/sessions");
+  const session = sessions.find((s) => s.path === name || s.path.endsWith(`/${name}`));
+  return session?.kernel?.execution_state ?? "no session";
+}
+
+async function waitKernelIdle(name, panel, timeout) {
+  const deadline = Date.now() + timeout;
+  let last = "";
+  while (Date.now() < deadline) {
+    const state = await kernelState(name);
+    const indicator = await panel
+      .locator(".jp-Notebook-ExecutionIndicator")
+      .first()
+      .getAttribute("data-status")
+      .catch(() => null);
+    last = `server: ${state}, page: ${indicator}`;
+    if (state === "idle" && (indicator === null || indicator === "idle")) return last;
+    await sleep(500);
+  }
+  throw new Error(`kernel not idle after ${timeout / 1000} s (${last})`);
+}
+
+/** The input prompts of the notebook's code cells: "[3]:", "[*]:", "[ ]:". */
+async function prompts(panel) {
+  return panel
+    .locator(".jp-CodeCell .jp-InputArea-prompt")
+    .evaluateAll((els) => els.map((el) => el.textContent.replace(/\s+/g, "")));
+}
+
+async function runAllCells(page, panel, name, timeout) {
+  // Focus the notebook (command mode, first cell), then Run → Run All Cells from the menu bar.
+  await panel.locator(".jp-Cell .jp-InputPrompt").first().click();
+  await page.keyboard.press("Escape");
+  await page.locator(".lm-MenuBar-itemLabel", { hasText: /^Run$/ }).click();
+  await page.locator(".lm-Menu-itemLabel", { hasText: /^Run All Cells$/ }).click();
+  // Started: some prompt shows [*] or a count.
+  await page.waitForFunction(
+    (id) => {
+      const texts = [...document.querySelectorAll(`[id="${id}"] .jp-CodeCell .jp-InputArea-prompt`)].map((el) =>
+        el.textContent.replace(/\s+/g, ""),
+      );
+      return texts.some((t) => t === "[*]:" || /^\[\d+\]:$/.test(t));
+    },
+    await panel.getAttribute("id"),
+    { timeout: MINUTE, polling: 250 },
+  );
+  // Finished: no [*] left and the kernel idle, twice in a row a second apart.
+  const deadline = Date.now() + timeout;
+  let quiet = 0;
+  let lastLog = 0;
+  while (Date.now() < deadline) {
+    const texts = await prompts(panel);
+    const busy = texts.filter((t) => t === "[*]:").length;
+    const state = await kernelState(name);
+    quiet = busy === 0 && state === "idle" ? quiet + 1 : 0;
+    if (quiet >= 2) return texts;
+    if (Date.now() - lastLog > 30_000) {
+      lastLog = Date.now();
+      log(`  ${name}: ${texts.length - busy}/${texts.length} cells done, kernel ${state}`);
+    }
+    await sleep(1000);
+  }
+  throw new Error(`${name}: cells still running after ${timeout / 1000} s: ${(await prompts(panel)).join(" ")}`);
+}
+
+async function saveNotebook(page, panel) {
+  await panel.locator(".jp-Cell .jp-InputPrompt").first().click();
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("Control+s");
+  await page.waitForFunction(
+    (id) => !document.querySelector(`[id="${id}"]`)?.classList.contains("jp-mod-dirty") &&
+      ![...document.querySelectorAll(".lm-DockPanel-tabBar .lm-TabBar-tab")].some(
+        (tab) => tab.dataset.id === id && tab.classList.contains("jp-mod-dirty"),
+      ),
+    await panel.getAttribute("id"),
+    { timeout: 30_000 },
+  );
+}
+
+/** Shut the notebook's kernel down (its session with it), so the next notebook has the CPUs. */
+async function shutdownKernel(page, name) {
+  const sessions = await api("/api/sessions").catch(() => []);
+  const session = sessions.find((s) => s.path === name || s.path.endsWith(`/${name}`));
+  if (!session) return;
+  // From the page: the server wants the _xsrf cookie echoed on a DELETE.
+  const status = await page.evaluate(async (id) => {
+    const xsrf = document.cookie.match(/\b_xsrf=([^;]*)/);
+    const headers = xsrf ? { "X-XSRFToken": decodeURIComponent(xsrf[1]) } : {};
+    const response = await fetch(`/api/sessions/${id}`, { method: "DELETE", headers, credentials: "same-origin" });
+    return response.status;
+  }, session.id);
+  log(`${name}: kernel shut down (HTTP ${status})`);
+}
+
+// --- checks every notebook gets --------------------------------------------------------------------
+
+async function checkCells(page, panel, name) {
+  const texts = await prompts(panel);
+  const unrun = texts.map((t, i) => [t, i + 1]).filter(([t]) => !/^\[\d+\]:$/.test(t));
+  check(
+    `${name}: every code cell ran`,
+    texts.length > 0 && unrun.length === 0,
+    unrun.length ? `not run: ${unrun.map(([t, i]) => `cell ${i} ${t}`).join(", ")}` : `${texts.length} code cells`,
+  );
+
+  // Error outputs, from the saved notebook (output_type "error") and from the page (a traceback).
+  await attempt(`${name}: saved after running`, async () => saveNotebook(page, panel));
+  try {
+    const model = await api(`/api/contents/${encodeURIComponent(name)}?content=1`);
+    const errors = [];
+    model.content.cells.forEach((cell, index) => {
+      for (const output of cell.outputs ?? []) {
+        if (output.output_type === "error") errors.push(`cell ${index + 1}: ${output.ename}: ${output.evalue}`);
+      }
+    });
+    check(`${name}: no cell has an error output`, errors.length === 0, errors.join(" | "));
+  } catch (error) {
+    check(`${name}: no cell has an error output`, false, `could not read the saved notebook: ${error.message}`);
+  }
+  const tracebacks = await panel
+    .locator(".jp-OutputArea-output")
+    .evaluateAll((els) =>
+      els
+        .map((el) => el.textContent)
+        .filter((text) => /Traceback \(most recent call last\)|^\s*\w*(Error|Exception): /m.test(text))
+        .map((text) => text.replace(/\s+/g, " ").slice(0, 300)),
+    );
+  check(`${name}: no traceback in the outputs`, tracebacks.length === 0, tracebacks.join(" | "));
+
+  const widgetErrors = await panel.locator(".jp-OutputArea").evaluateAll(
+    (els, needles) =>
+      els.flatMap((el) => needles.filter((needle) => el.textContent.includes(needle)).map((needle) => {
+        const text = el.textContent;
+        const at = text.indexOf(needle);
+        return text.slice(Math.max(0, at - 40), at + 160).replace(/\s+/g, " ");
+      })),
+    WIDGET_ERROR_TEXT,
+  );
+  // ipywidgets' error view ("Click to show javascript error."): click it to read the error itself.
+  const errorViews = panel.locator(WIDGET_ERROR_VIEW);
+  for (let i = 0; i < Math.min(await errorViews.count(), 5); i++) {
+    const view = errorViews.nth(i);
+    await view.scrollIntoViewIfNeeded().catch(() => {});
+    await view.click({ timeout: 5_000 }).catch(() => {});
+    const text = ((await view.innerText().catch(() => "")) ?? "").split("\n").filter(Boolean);
+    const failed = text.filter((line) => /Failed to|Error/.test(line) && !/Open Browser Console/.test(line));
+    widgetErrors.push(`error view ${i + 1}: ${failed.slice(0, 3).join(" / ") || text.slice(0, 3).join(" / ")}`);
+  }
+  check(`${name}: no widget error shown in the outputs`, widgetErrors.length === 0, widgetErrors.join(" | "));
+}
+
+async function checkTileLangLanguage(panel, name) {
+  // The %%tilelang cells (by their source's first line) and one plain code cell.
+  const cells = await panel.locator(".jp-CodeCell").evaluateAll((els, sel) =>
+    els.map((cell) => {
+      const editor = cell.querySelector(".cm-editor");
+      const first = cell.querySelector(".cm-line")?.textContent ?? "";
+      return {
+        tilelang: first.startsWith("%%tilelang"),
+        first: first.slice(0, 60),
+        marked: Boolean(cell.querySelector(sel.languageEditor)) || editor?.matches(sel.languageEditor) === true,
+        dsl: [...cell.querySelectorAll(sel.dslMark)].map((el) => el.textContent),
+        options: [...cell.querySelectorAll(sel.magicOptionMark)].map((el) => el.textContent),
+      };
+    }),
+    EXTENSION,
+  );
+  const tl = cells.filter((cell) => cell.tilelang);
+  const plain = cells.filter((cell) => !cell.tilelang);
+  if (!check(`${name}: has a %%tilelang cell`, tl.length > 0, `${tl.length} of ${cells.length} code cells`)) return;
+  const cell = tl[0];
+  check(
+    `${name}: tilelang language on the %%tilelang cell (${EXTENSION.languageEditor})`,
+    cell.marked,
+    `first line: ${cell.first}`,
+  );
+  check(
+    `${name}: T.* calls marked (${EXTENSION.dslMark})`,
+    cell.dsl.length >= 5 && cell.dsl.every((text) => /^T\.\w+$/.test(text)) && cell.dsl.includes("T.Kernel"),
+    `${cell.dsl.length} marks: ${[...new Set(cell.dsl)].slice(0, 8).join(" ")}`,
+  );
+  check(
+    `${name}: magic-line options marked (${EXTENSION.magicOptionMark})`,
+    cell.options.length >= 2 && cell.options.every((text) => /^--?[A-Za-z]/.test(text)),
+    cell.options.join(" "),
+  );
+  check(
+    `${name}: plain code cells keep the Python language`,
+    plain.length > 0 && plain.every((c) => !c.marked && c.dsl.length === 0),
+    `${plain.filter((c) => c.marked).length} of ${plain.length} plain cells marked`,
+  );
+}
+
+// --- notebook 1: the kernel panel -------------------------------------------------------------------
+
+/** The visible CodeView of the panel: title, meta, line count, highlighted tokens, a token's colour. */
+async function visibleCode(panel) {
+  return panel.evaluate((el, sel) => {
+    const view = [...el.querySelectorAll(sel.codeView)].find((v) => v.offsetParent !== null);
+    if (!view) return null;
+    const lines = [...view.querySelectorAll(".tb-src .tbl")];
+    const tokens = [...view.querySelectorAll(".tb-src .tbl span[class]")];
+    const keyword = view.querySelector(".tb-src .tbl .k, .tb-src .tbl .kt, .tb-src .tbl .cp");
+    const plain = view.querySelector(".tb-src");
+    return {
+      title: view.querySelector(".tb-title")?.textContent,
+      meta: view.querySelector(".tb-meta")?.textContent,
+      lines: lines.length,
+      tokens: tokens.length,
+      text: lines.slice(0, 400).map((line) => line.textContent).join("\n"),
+      keywordColor: keyword ? getComputedStyle(keyword).color : null,
+      plainColor: getComputedStyle(plain).color,
+      gutter: lines.length ? getComputedStyle(lines[0], "::before").content : null,
+    };
+  }, WIDGET);
+}
+
+async function openTab(panel, title) {
+  await panel.locator(WIDGET.tab, { hasText: new RegExp(`^${title}$`) }).first().click();
+  await panel
+    .locator(`${WIDGET.tab}.lm-mod-current`, { hasText: new RegExp(`^${title}$`) })
+    .first()
+    .waitFor({ timeout: 10_000 });
+}
+
+/** What plotly drew in the first visible plot under root: trace types, heatmap images, axes, title. */
+async function plotState(root) {
+  return root.evaluate((el, sel) => {
+    const plot = [...el.querySelectorAll(sel.plot)].find((p) => p.offsetParent !== null);
+    if (!plot) return null;
+    const images = [...plot.querySelectorAll(".heatmaplayer g.hm image")].map((img) => {
+      const box = img.getBoundingClientRect();
+      return {
+        width: Math.round(box.width),
+        height: Math.round(box.height),
+        png: (img.getAttribute("href") || img.getAttribute("xlink:href") || "").startsWith("data:image/png"),
+      };
+    });
+    const box = plot.getBoundingClientRect();
+    return {
+      types: (plot.data || []).map((trace) => trace.type),
+      heatmapLayers: plot.querySelectorAll(".heatmaplayer").length,
+      layerText: [...plot.querySelectorAll(".heatmaplayer")].map((layer) => layer.textContent).join(" "),
+      images,
+      title: plot.querySelector(".gtitle")?.textContent ?? "",
+      xticks: [...plot.querySelectorAll(".xaxislayer-above .xtick text")].map((t) => t.textContent),
+      yticks: [...plot.querySelectorAll(".yaxislayer-above .ytick text")].map((t) => t.textContent),
+      size: [Math.round(box.width), Math.round(box.height)],
+      x: Array.from(plot.data?.[0]?.x ?? []),
+      y: Array.from(plot.data?.[0]?.y ?? []),
+      z: Array.from(plot.data?.[0]?.z ?? [], (row) => Array.from(row ?? [])),
+      text: Array.from(plot.data?.[0]?.text ?? [], (row) => (Array.isArray(row) ? row : [row])),
+    };
+  }, WIDGET);
+}
+
+async function checkKernelPanel(page, panel, name) {
+  const panels = panel.locator(WIDGET.panel);
+  const found = await attempt(`${name}: kernel panel shown (${WIDGET.panel})`, async () => {
+    await panels.first().waitFor({ timeout: 30_000 });
+    return `${await panels.count()} panels`;
+  });
+  if (!found) return;
+  const kp = panels.first();
+  await kp.scrollIntoViewIfNeeded();
+
+  const header = ((await kp.locator(WIDGET.panelHeader).first().innerText().catch(() => "")) ?? "").replace(/\n+/g, " | ");
+  check(`${name}: panel header names the kernel and target`, /^gemm → cuda/.test(header.trim()), header.trim().slice(0, 160));
+
+  const titles = await kp
+    .locator(`.jupyter-widget-tab ${WIDGET.tab} .lm-TabBar-tabLabel`)
+    .evaluateAll((els) => els.map((el) => el.textContent));
+  check(`${name}: panel tabs rendered`, JSON.stringify(titles) === JSON.stringify(PANEL_TABS), titles.join(", "));
+
+  // Source: the first tab, filled at once.
+  const source = await visibleCode(kp);
+  check(
+    `${name}: Source tab shows a code view`,
+    source && source.title === "Source" && source.lines >= 10 && source.tokens > 10 && source.text.includes("T.Kernel"),
+    source ? `${source.meta}, ${source.tokens} highlighted tokens` : "no visible .tb-code",
+  );
+  await shot(kp, "01_panel_source.png");
+
+  // CUDA: built when the tab is first opened (a round trip to the kernel).
+  await attempt(`${name}: CUDA tab opens`, () => openTab(kp, "CUDA"));
+  let cuda = null;
+  for (let i = 0; i < 40 && !(cuda && cuda.title === "CUDA"); i++) {
+    await sleep(250);
+    cuda = await visibleCode(kp);
+  }
+  check(
+    `${name}: CUDA tab shows highlighted CUDA`,
+    cuda &&
+      cuda.title === "CUDA" &&
+      /^cuda · \d+ lines$/.test(cuda.meta) &&
+      cuda.lines >= 20 &&
+      cuda.text.includes("__global__") &&
+      cuda.tokens > 50,
+    cuda ? `${cuda.title}: ${cuda.meta}, ${cuda.tokens} highlighted tokens` : "no visible .tb-code",
+  );
+  check(
+    `${name}: code view CSS applied (keywords coloured, line numbers)`,
+    cuda && cuda.keywordColor && cuda.keywordColor !== cuda.plainColor && cuda.gutter && cuda.gutter !== "none",
+    cuda ? `keyword ${cuda.keywordColor} vs text ${cuda.plainColor}, gutter ${cuda.gutter}` : "",
+  );
+  await attempt(`${name}: CUDA search finds __global__`, async () => {
+    const view = kp.locator(`${WIDGET.codeView}:visible`).first();
+    await view.locator(".tb-find").fill("__global__");
+    await view.locator(".tb-find").press("Enter");
+    await view.locator(".tb-count", { hasText: /^1 \/ \d+\+?$/ }).waitFor({ timeout: 10_000 });
+    const count = await view.locator(".tb-count").textContent();
+    const marks = await view.locator("mark.tb-hit").count();
+    if (marks < 1) throw new Error(`count says ${count} but no mark.tb-hit`);
+    return `${count}, ${marks} marks`;
+  });
+  await shot(kp, "01_panel_cuda.png");
+
+  // Layouts: a LayoutView with a plotly FigureWidget, two heatmaps (thread, register) for C_l.
+  await attempt(`${name}: Layouts tab opens`, () => openTab(kp, "Layouts"));
+  await attempt(`${name}: layout heatmap drawn`, async () => {
+    await kp.locator(`${WIDGET.plot} .heatmaplayer g.hm image`).first().waitFor({ timeout: 60_000 });
+    await sleep(500);
+    const plot = await plotState(kp);
+    const drawn = plot?.images.filter((img) => img.png && img.width > 50 && img.height > 50) ?? [];
+    if (!plot || !plot.types.includes("heatmap") || drawn.length < 1) {
+      throw new Error(`plot: ${JSON.stringify(plot && { ...plot, z: undefined, text: undefined })}`);
+    }
+    return `${plot.types.join("+")}, ${drawn.length} heatmap images ${drawn.map((i) => `${i.width}x${i.height}`).join(" ")}, title "${plot.title}"`;
+  });
+  await kp.scrollIntoViewIfNeeded();
+  await shot(kp, "01_panel_layouts.png");
+
+  // Resources: the table of registers, shared memory, occupancy.
+  await attempt(`${name}: Resources tab shows registers`, async () => {
+    await openTab(kp, "Resources");
+    const visible = kp.locator(".widget-tab-contents > .widget-box:not(.lm-mod-hidden)").first();
+    await visible.getByText(/regist/i).first().waitFor({ timeout: 20_000 });
+    return (await visible.innerText()).replace(/\s+/g, " ").slice(0, 160);
+  });
+}
+
+// --- notebook 2: the tuning dashboard and the runs sidebar ------------------------------------------
+
+async function checkDashboard(page, panel, name) {
+  const dash = panel.locator(WIDGET.dashboard).first();
+  const found = await attempt(`${name}: tuning dashboard shown (${WIDGET.dashboard})`, () =>
+    dash.waitFor({ timeout: 30_000 }),
+  );
+  if (!found) return;
+  await dash.scrollIntoViewIfNeeded();
+  const counters = ((await dash.locator(WIDGET.counters).textContent().catch(() => "")) ?? "").replace(/\s+/g, " ");
+  check(
+    `${name}: dashboard counters say all 16 configs are done`,
+    /compiled 16\b/.test(counters) && /remaining 0\b/.test(counters),
+    counters.slice(0, 200),
+  );
+  await attempt(`${name}: tuning heatmap rendered (2x2 grid; cells drawn when measured)`, async () => {
+    await dash.locator(`${WIDGET.plot} .main-svg`).first().waitFor({ timeout: 60_000 });
+    await sleep(500);
+    const plot = await plotState(dash);
+    if (!plot || plot.types[0] !== "heatmap") throw new Error(`plot: ${JSON.stringify(plot)}`);
+    // The figure the browser holds: x block_M, y block_N (the dashboard's default axes), a 2x2 grid.
+    const problems = [];
+    if (!plot.title.includes("gemm")) problems.push(`title "${plot.title}"`);
+    if (JSON.stringify(plot.x) !== '["64","128"]') problems.push(`x ${JSON.stringify(plot.x)}, not ["64","128"]`);
+    if (JSON.stringify(plot.y) !== '["128","256"]') problems.push(`y ${JSON.stringify(plot.y)}, not ["128","256"]`);
+    if (plot.z.length !== 2 || plot.z.some((row) => row.length !== 2)) problems.push(`z ${JSON.stringify(plot.z)}, not 2x2`);
+    if (plot.size[0] < 100 || plot.size[1] < 100) problems.push(`size ${plot.size.join("x")}`);
+    // Measured cells (a GPU) are coloured; cells with no timing (every record "skipped" without a GPU,
+    // or failed) are drawn grey by a second heatmap labelled with their status. Either way an image is drawn.
+    const measured = plot.z.flat().filter((v) => v !== null && v !== undefined).length;
+    if (!plot.images.some((img) => img.png && img.width > 20 && img.height > 20)) {
+      problems.push(`${measured} measured cells but no heatmap image drawn`);
+    }
+    if (measured === 0 && !plot.text.flat().some((t) => /^skipped/.test(t ?? ""))) {
+      problems.push(`no measured cell and no "skipped" hover text: ${JSON.stringify(plot.text)}`);
+    }
+    if (measured === 0 && !/skipped/.test(plot.layerText)) {
+      problems.push(`no measured cell and no "skipped" label drawn on the grid: "${plot.layerText.slice(0, 200)}"`);
+    }
+    if (problems.length) throw new Error(problems.join("; "));
+    return `title "${plot.title}", x ${plot.x.join("/")}, y ${plot.y.join("/")}, ${measured} measured cells, ${plot.images.length} heatmap images, ${plot.size.join("x")}`;
+  });
+  await shot(dash, "02_dashboard.png");
+}
+
+async function checkRunsSidebar(page, name) {
+  const tab = page.locator(EXTENSION.runsTab);
+  const opened = await attempt(`${name}: "Tuning runs" sidebar tab present (${EXTENSION.runsTab})`, async () => {
+    await tab.waitFor({ timeout: 20_000 });
+    if (!(await tab.evaluate((el) => el.classList.contains("lm-mod-current")))) await tab.click();
+    await page.locator(EXTENSION.runsPanel).waitFor({ state: "visible", timeout: 10_000 });
+  });
+  if (!opened) return;
+  const sidebar = page.locator(EXTENSION.runsPanel);
+  await attempt(`${name}: sidebar lists the gemm run (${EXTENSION.runRow} ${EXTENSION.runKernel})`, async () => {
+    const row = sidebar.locator(EXTENSION.runRow, {
+      has: page.locator(EXTENSION.runKernel, { hasText: /^gemm$/ }),
+    });
+    await row.first().waitFor({ timeout: 30_000 });
+    const count = (await row.first().locator(EXTENSION.runCount).textContent().catch(() => "")) ?? "";
+    const status = await row.first().getAttribute("data-status");
+    const message = await sidebar.locator(EXTENSION.runsMessage).getAttribute("data-state").catch(() => null);
+    if (message === "error") throw new Error(await sidebar.locator(EXTENSION.runsMessage).textContent());
+    if (!/^16(\/16)?$/.test(count.trim())) throw new Error(`run row count "${count}" (status ${status}), not 16/16`);
+    const meta = ((await row.first().locator(EXTENSION.runMeta).textContent()) ?? "").replace(/\s+/g, " ");
+    if (!meta.includes(name) || !/\bgrid\b/.test(meta)) {
+      throw new Error(`run row says "${meta}": not its notebook (${name}) and strategy (grid)`);
+    }
+    return `${await row.count()} gemm run(s); first: ${count} configs, status ${status}, "${meta.trim()}"`;
+  });
+  await shot(sidebar, "02_runs_sidebar.png");
+}
+
+// --- main --------------------------------------------------------------------------------------------
+
+const NOTEBOOKS = {
+  "01_quickstart.ipynb": { timeout: 5 * MINUTE, checks: [checkKernelPanel] },
+  "02_autotune.ipynb": { timeout: 10 * MINUTE, checks: [checkDashboard, async (page, _panel, name) => checkRunsSidebar(page, name)] },
+};
+
+async function testNotebook(browser, name) {
+  const spec = NOTEBOOKS[name] ?? { timeout: 10 * MINUTE, checks: [] };
+  const stem = name.replace(/\.ipynb$/, "");
+  const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  const page = await context.newPage();
+  const consoleErrors = [];
+  page.on("console", (message) => {
+    if (message.type() === "error") {
+      const where = message.location();
+      consoleErrors.push(`${message.text()}${where?.url ? ` (${where.url.split("/").pop()}:${where.lineNumber})` : ""}`);
+    }
+  });
+  page.on("pageerror", (error) => consoleErrors.push(`uncaught: ${error.message}`));
+  page.on("crash", () => consoleErrors.push("the page crashed"));
+
+  try {
+    log(`${name}: opening`);
+    // ?reset: a workspace with only this notebook open.
+    await page.goto(`${BASE}/lab/tree/${encodeURIComponent(name)}?reset`, { timeout: 2 * MINUTE });
+    const panel = await notebookPanel(page, name);
+    await waitKernelIdle(name, panel, 2 * MINUTE);
+    log(`${name}: kernel idle, running all cells`);
+    const t0 = Date.now();
+    const ran = await attempt(`${name}: Run All Cells finishes`, async () => {
+      const texts = await runAllCells(page, panel, name, spec.timeout);
+      return `${((Date.now() - t0) / 1000).toFixed(0)} s, prompts ${texts.join(" ")}`;
+    });
+    await shot(page, `${stem}_after_run.png`);
+    if (ran) {
+      await checkCells(page, panel, name);
+      await checkTileLangLanguage(panel, name);
+      for (const body of spec.checks) {
+        try {
+          await body(page, panel, name);
+        } catch (error) {
+          check(`${name}: ${body.name || "checks"} ran to the end`, false, String(error.message).split("\n")[0]);
+        }
+      }
+    }
+    await shot(page, `${stem}_page.png`);
+    await shutdownKernel(page, name);
+  } catch (error) {
+    check(`${name}: opened and ran`, false, String(error.message).split("\n").slice(0, 4).join(" | "));
+    await shot(page, `${stem}_failure.png`);
+  } finally {
+    const widgetErrors = consoleErrors.filter((text) => WIDGET_CONSOLE_ERROR.test(text));
+    const other = consoleErrors.filter((text) => !WIDGET_CONSOLE_ERROR.test(text));
+    for (const text of other) log(`${name}: console error (not widget-related, not failed on): ${text.slice(0, 300)}`);
+    check(`${name}: no widget error in the browser console`, widgetErrors.length === 0, widgetErrors.map((t) => t.slice(0, 300)).join(" | "));
+    writeFileSync(join(OUT, `${stem}_console.txt`), consoleErrors.join("\n") + "\n");
+    await context.close();
+  }
+}
+
+const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+const browser = await chromium.launch({
+  executablePath,
+  headless: process.env.TILEBENCH_BROWSER_HEADED !== "1",
+  // --no-sandbox: CI runs this as root, where chromium's sandbox refuses to start.
+  args: ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
+});
+log(`chromium ${browser.version()} (${executablePath}), JupyterLab at ${BASE}, output in ${OUT}`);
+try {
+  for (const name of args.notebooks.split(",").filter(Boolean)) {
+    await testNotebook(browser, name);
+  }
+} finally {
+  await browser.close();
+}
+
+const failed = results.filter((r) => !r.ok);
+writeFileSync(join(OUT, "results.json"), JSON.stringify({ seconds: (Date.now() - started) / 1000, results }, null, 2) + "\n");
+log(`${results.length - failed.length} of ${results.length} checks passed`);
+if (failed.length) {
+  console.log("\nFAILED:");
+  for (const r of failed) console.log(`  - ${r.name}${r.detail ? `: ${r.detail}` : ""}`);
+  process.exit(1);
+}
