@@ -30,6 +30,9 @@ def test_heatmap_fills_in_with_the_best_of_the_other_parameters():
     assert data["z"][1][1] is None and "compile_error: No valid warp partition" in data["text"][1][1]
     assert data["text"][0][1] == "not measured yet"
     assert list(board.heatmap.data[0].z[0]) == [1.5, None]  # pushed into the FigureWidget itself
+    marks = board.heatmap.data[1]  # failed cells: a grey layer labelled with their status
+    assert [list(row) for row in marks.z] == [[None, None], [None, 0]]
+    assert marks.text[1][1] == "compile_error" and "No valid warp partition" in marks.customdata[1][1]
     assert "remaining</b> 5" in board.counters.value and "failed</b> 1" in board.counters.value
     assert "No valid warp partition" in board.failures.value
 

@@ -71,6 +71,17 @@ class TuneOptions:
             )
 
 
+def _notebook_path() -> str | None:
+    """The notebook this kernel runs for (ipykernel's `__session__`), so the runs sidebar can name it."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    session = shell.user_ns.get("__session__") if shell is not None else None
+    return session if isinstance(session, str) and session else None
+
+
 def _per_config(value: Any, config: dict) -> float | None:
     return value(config) if callable(value) else value
 
@@ -160,7 +171,8 @@ class TuneSession:
             key=self.key,
             target=self.target_text,
             space=params,
-            strategy=str(getattr(strategy, "__name__", options.strategy)),
+            strategy=str(getattr(strategy, "__name__", options.strategy)).rsplit(".", 1)[-1],
+            notebook=_notebook_path(),
             total=total,
             **self.key_parts,
         )

@@ -109,7 +109,18 @@ class TuneDashboard:
         )
         self.metric = widgets.Dropdown(options=list(METRICS), value="latency (ms)", description="metric")
         self.heatmap = go.FigureWidget(
-            data=[go.Heatmap(z=[[None]], hoverongaps=False, colorscale="Viridis", name="configs")],
+            data=[
+                go.Heatmap(z=[[None]], hoverongaps=False, colorscale="Viridis", name="configs"),
+                # cells whose configs all failed (or compiled without a GPU to time them): grey, labelled
+                go.Heatmap(
+                    z=[[None]],
+                    hoverongaps=False,
+                    colorscale=[[0, "#c8c8c8"], [1, "#c8c8c8"]],
+                    showscale=False,
+                    texttemplate="%{text}",
+                    name="not timed",
+                ),
+            ],
             layout=go.Layout(
                 height=360, margin=dict(l=60, r=20, t=30, b=50), title=f"{kernel}: best per cell"
             ),
@@ -135,7 +146,7 @@ class TuneDashboard:
             [
                 widgets.HBox([self.x, self.y, self.metric, self.stop_button]),
                 self.counters,
-                widgets.HBox([self.heatmap, self.curve]),
+                widgets.HBox([self.heatmap, self.curve], layout=widgets.Layout(flex_flow="row wrap")),
                 self.failures,
             ]
         )
@@ -184,12 +195,13 @@ class TuneDashboard:
         xs = [_label(v) for v in self.params.get(x, [])]
         ys = [_label(v) for v in self.params.get(y, [])] if y else [""]
         cells = best_by_cell(self.records, x, y, metric)
-        z, text = [], []
+        z, text, untimed = [], [], []
         for yv in ys:
-            row, hover = [], []
+            row, hover, marks = [], [], []
             for xv in xs:
                 value, record = cells.get((xv, yv), (None, None))
                 row.append(value)
+                marks.append(record.status if record is not None and value is None else None)
                 if record is None:
                     hover.append("not measured yet")
                 elif value is None:
@@ -198,7 +210,16 @@ class TuneDashboard:
                     hover.append(f"{self.metric.value} {value:.4g}<br>{record.config}")
             z.append(row)
             text.append(hover)
-        return {"x": xs, "y": ys, "z": z, "text": text, "x_title": x, "y_title": y or ""}
+            untimed.append(marks)
+        return {
+            "x": xs,
+            "y": ys,
+            "z": z,
+            "text": text,
+            "untimed": untimed,  # the status of cells with records but no value, else None
+            "x_title": x,
+            "y_title": y or "",
+        }
 
     def _redraw(self) -> None:
         data = self.heatmap_data()
@@ -207,6 +228,12 @@ class TuneDashboard:
             trace.x, trace.y, trace.z, trace.text = data["x"], data["y"], data["z"], data["text"]
             trace.hovertemplate = "%{text}<extra></extra>"
             trace.reversescale = METRICS[self.metric.value] not in _HIGHER_IS_BETTER
+            marks = self.heatmap.data[1]
+            marks.x, marks.y = data["x"], data["y"]
+            marks.z = [[None if m is None else 0 for m in row] for row in data["untimed"]]
+            marks.text = [[m or "" for m in row] for row in data["untimed"]]
+            marks.customdata = data["text"]
+            marks.hovertemplate = "%{customdata}<extra></extra>"
             self.heatmap.layout.xaxis.title = data["x_title"]
             self.heatmap.layout.yaxis.title = data["y_title"]
             self.heatmap.layout.xaxis.type = "category"

@@ -33,10 +33,11 @@ export default {
     const sync = () => {
       button.textContent = model.get("label");
       button.disabled = model.get("disabled");
-      button.title = model.get("tooltip");
+      button.style.opacity = button.disabled ? "0.5" : "1";
+      button.title = model.get("hint");
     };
     sync();
-    model.on("change:label change:disabled change:tooltip", sync);
+    model.on("change:label change:disabled change:hint", sync);
     button.addEventListener("click", async () => {
       button.disabled = true;
       button.textContent = "Stopping…";
@@ -64,9 +65,10 @@ class StopButton(anywidget.AnyWidget):
     run_id = traitlets.Unicode("").tag(sync=True)
     label = traitlets.Unicode("■ Stop").tag(sync=True)
     disabled = traitlets.Bool(False).tag(sync=True)
-    tooltip = traitlets.Unicode(
-        "Stop after the current config; its records are kept and a re-run resumes."
-    ).tag(sync=True)
+    # not "tooltip": ipywidgets' DOM widget code reads a `description` whenever a model has a tooltip
+    hint = traitlets.Unicode("Stop after the current config; its records are kept and a re-run resumes.").tag(
+        sync=True
+    )
 
     def __init__(self, on_stop: Callable[[], Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
