@@ -4,6 +4,7 @@ import time
 
 import ipywidgets
 import pytest
+from IPython import get_ipython
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 from magic_cells import EAGER_GEMM, LAZY_AND_PRIM
@@ -15,7 +16,7 @@ from tilebench.views.panel import without_line_directives
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython()
+    shell = start_ipython() or get_ipython()  # the test shell is one per process: later callers get None
     shell.run_line_magic("load_ext", "tilebench")
     shell.run_cell(
         "import torch, tilebench as tb\n"

@@ -1,6 +1,7 @@
 """%%tilelang on the GPU: compile, run against --ref, and sane Run-tab numbers (seed 001 and 002 kernels)."""
 
 import pytest
+from IPython import get_ipython
 from IPython.testing.globalipapp import start_ipython
 from magic_cells import EAGER_GEMM, SEED_002
 
@@ -9,7 +10,7 @@ H100_DENSE_FP16_TFLOPS = 989.0  # the data sheet's dense peak; measured peaks si
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython()
+    shell = start_ipython() or get_ipython()  # the test shell is one per process: later callers get None
     shell.run_line_magic("load_ext", "tilebench")
     shell.run_cell(
         "import torch\n"
