@@ -315,8 +315,16 @@ def main(argv: list[str] | None = None) -> int:
             if ".ipynb_checkpoints" not in p.parts
         )
         if found:
-            nb_args = ["-q", "--nbval", "--nbval-current-env", *found]
+            outputs = results / "notebook_outputs.md"
+            outputs.unlink(missing_ok=True)
+            os.environ["NBVAL_OUTPUTS"] = str(outputs)  # what each cell printed: the notebooks' GPU results
+            os.environ["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [str(REPO / "scripts"), os.environ.get("PYTHONPATH")])
+            )
+            nb_args = ["-q", "-p", "nbval_outputs", "--nbval", "--nbval-current-env", *found]
             notebooks = run_pytest("notebooks", nb_args, junit_dir / "notebooks.xml", args.notebooks_timeout)
+            if outputs.exists():
+                print(f"\ngpu_check: the notebooks' outputs are in {outputs}")
         else:
             print("\ngpu_check: no notebooks/*.ipynb, nbval skipped")
     if "bench" not in skip:
