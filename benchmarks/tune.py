@@ -110,6 +110,19 @@ def configs_of(space):
     return [dict(zip(names, values)) for values in itertools.product(*space.values())]
 
 
+def timeline(records, total_s: float) -> str:
+    """When records arrived and what compiling and benchmarking took, from the records themselves."""
+    created = sorted(r.created for r in records)
+    compile_s = [r.compile_s for r in records if r.compile_s is not None]
+    bench_s = [r.extra.get("bench_s") or 0.0 for r in records]
+    start = created[-1] - total_s if created else 0.0  # approximate: the run ended with its last record
+    return (
+        f"first record at {created[0] - start:.1f} s, last at {created[-1] - start:.1f} s of {total_s:.1f} s; "
+        f"compile max {max(compile_s, default=0):.1f} s (mean {sum(compile_s) / max(len(compile_s), 1):.1f}); "
+        f"benchmark worker busy {sum(bench_s):.1f} s in all"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--budget", type=float, default=120)
@@ -172,6 +185,7 @@ def main() -> None:
         target_s=2,
     )
     report.note(f"tilebench cold: statuses {statuses}; best {cold.best_config}; warm resumed {warm.resumed}")
+    report.note("tilebench cold, where the time went: " + timeline(cold.records, cold_s))
 
     large = {k: tb.tune(v) for k, v in LARGE_SPACE.items()}
     big, big_s = timed(
