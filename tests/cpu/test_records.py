@@ -277,6 +277,15 @@ def test_csv_export_round_trips(store, tmp_path):
         store.export(tmp_path / "records.xlsx")
 
 
+def test_parquet_export_round_trips(store, tmp_path):
+    import pandas as pd
+
+    fill(store)
+    path = store.export(tmp_path / "records.parquet", kernel="gemm")
+    back = pd.read_parquet(path)
+    pd.testing.assert_frame_equal(back, store.to_pandas(kernel="gemm"), check_dtype=False)
+
+
 def test_parquet_without_an_engine_says_what_to_install(store, tmp_path, monkeypatch):
     import importlib.util
 

@@ -28,4 +28,4 @@ def _load_jupyter_server_extension(server_app: Any) -> None:
     from tilebench.lab.handlers import setup_handlers
 
     setup_handlers(server_app.web_app)
-    server_app.log.info("tilebench: /tilebench/runs and /tilebench/templates are served")
+    server_app.log.info("tilebench: /tilebench/runs (records, stop) and /tilebench/templates are served")
