@@ -102,3 +102,20 @@ def test_timing_backend_and_supply_prog_are_checked_up_front():
         tb.TuneOptions(supply_prog=[1, 2])
     with pytest.raises(ValueError, match="backend must be one of"):
         tb.autotune(configs=[{"block_N": 256}], backend="nvtx")
+
+
+def test_text_progress_follows_a_run_without_observer_errors(tmp_path, capsys):
+    import io
+
+    from tilebench.views.dashboard import TextProgress
+
+    out = io.StringIO()
+    result = S.vector_add.tune(
+        4096,
+        block_N=tb.tune([0, "x"]),
+        tune_options={"store": RecordStore(tmp_path / "r.sqlite"), "progress": TextProgress(out, every=0)},
+    )
+    text, printed = out.getvalue(), capsys.readouterr().out
+    assert "failed" not in printed, printed  # a failing observer event is reported on stdout
+    assert "tuning vector_add: block_N(2) = 2 configs" in text and "[done]" in text
+    assert result.status == "done"

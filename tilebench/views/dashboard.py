@@ -75,10 +75,6 @@ class TextProgress:
         total = f"/{self.total}" if self.total else ""
         return f"  {done}{total} done ({counts}); {best}"
 
-    def on_run(self, run_id: str) -> None:
-        """The store's id of this run: the Stop button asks the server to stop it by that id."""
-        self.stop_button.run_id = run_id
-
     def on_finish(self, status: str) -> None:
         print(self.line() + f"  [{status}]", file=self.stream)
 
