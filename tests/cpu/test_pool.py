@@ -113,3 +113,22 @@ def test_close_stops_the_workers(pool):
 def test_shared_pool_is_one_lazy_pool():
     assert shared_pool() is shared_pool()
     assert shared_pool().num_workers == len(os.sched_getaffinity(0))
+
+
+def _parent_pid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
+def test_workers_fork_from_the_compile_server_that_preloaded_tilelang(pool):
+    from multiprocessing import forkserver
+
+    from tilebench.compiler import server
+
+    assert server.forks_workers()
+    [outcome] = pool.submit_many([CompileRequest.from_func(scaled_add(1024, 32, 13.0), KWARGS)])
+    assert outcome.status == "ok", outcome.message
+    server_pid = forkserver._forkserver._forkserver_pid
+    assert server_pid and {_parent_pid(pid) for pid in pool.pids} == {server_pid}
+    with open(f"/proc/{server_pid}/maps") as maps:
+        assert "libtvm" in maps.read()  # the server imported tilelang before forking any worker

@@ -1,8 +1,9 @@
 """Compile TileLang PrimFuncs in parallel in warm, crash-isolated worker processes.
 
-Each worker is a spawn-started process that imports tilelang once and compiles jobs into tilelang's disk
-cache. Only plain data comes back (status, readable message, seconds). The caller then calls
-``tilelang.compile`` with the same PrimFunc and kwargs, which is a disk-cache hit (milliseconds).
+Each worker is a process forked from the compile server (``server.py``: tilelang already imported), or
+spawned where there is none, that compiles jobs into tilelang's disk cache. Only plain data comes back
+(status, readable message, seconds). The caller then calls ``tilelang.compile`` with the same PrimFunc
+and kwargs, which is a disk-cache hit (milliseconds).
 
 A PrimFunc travels as ``tvm.ir.save_json``: ``load_json`` gives back the same ``script(show_meta=True)``
 text, which is what tilelang's kernel-cache key hashes, and keeps the attrs that eager ``@tilelang.jit``
@@ -17,7 +18,6 @@ import contextlib
 import copy
 import ctypes
 import dataclasses
-import multiprocessing
 import os
 import re
 import signal
@@ -27,9 +27,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection, wait
-from multiprocessing.context import SpawnContext
+from multiprocessing.context import BaseContext
 from typing import TYPE_CHECKING, Any, Literal
 
+from tilebench.compiler import server
 from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.runtime import prepare_environment
 from tilebench.compiler.targets import TargetSpec, resolve_target
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 Status = Literal["ok", "compile_error", "timeout", "crash"]
 
-_START_TIMEOUT = 300.0  # a fresh worker imports tilelang (3-7 s); not counted against a compile's timeout
+_START_TIMEOUT = 300.0  # the server (or a spawned worker) imports tilelang (3-9 s); not counted against a compile's timeout
 _FRAME = re.compile(r'^\s*(Traceback \(most recent call last\)|File ".*", line \d+)')
 _HEAD_LINES, _TAIL_LINES = 14, 6
 
@@ -104,15 +105,16 @@ def readable_error(exc: BaseException) -> str:
     return "\n".join([f"{type(exc).__name__}: {lines[0]}", *lines[1:]]) if lines else type(exc).__name__
 
 
-def _die_with_parent(parent_pid: int) -> None:
+def _die_with_parent(parent_pid: int | None) -> None:
+    """Die with the parent: the caller (spawned), or the compile server (forked; it dies with the caller)."""
     if sys.platform.startswith("linux"):
         # PR_SET_PDEATHSIG fires when the *thread* that started us exits; the pool respawns such workers.
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+    if parent_pid is not None and os.getppid() != parent_pid:  # it died before prctl took effect
         os._exit(1)
 
 
-def _worker_main(conn: Connection, parent_pid: int, cache_dir: str) -> None:
+def _worker_main(conn: Connection, parent_pid: int | None, cache_dir: str) -> None:
     """Loop of a worker process: receive a CompileRequest, send (status, message, seconds).
 
     Only strings and a float go back: no exception object, so no traceback (or what it pins) is pickled.
@@ -143,9 +145,10 @@ def _exit_reason(exitcode: int | None) -> str:
 class _Worker:
     """One worker process, its pipe, and the job it runs (if any)."""
 
-    def __init__(self, ctx: SpawnContext, cache_dir: str) -> None:
+    def __init__(self, ctx: BaseContext, cache_dir: str) -> None:
         self.conn, child_conn = ctx.Pipe()
-        args = (child_conn, os.getpid(), cache_dir)
+        forked = ctx.get_start_method() == "forkserver"
+        args = (child_conn, None if forked else os.getpid(), cache_dir)
         self.process = ctx.Process(target=_worker_main, args=args, daemon=True, name="tilebench-compile")
         self.process.start()
         child_conn.close()
@@ -176,7 +179,7 @@ class CompilePool:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         self.num_workers = num_workers or cores or 1
         self.timeout = timeout
-        self._ctx = multiprocessing.get_context("spawn")
+        self._ctx = server.context()
         self._workers: list[_Worker] = []
         self._cache_dir = ""
         self._lock = threading.Lock()

@@ -1,0 +1,8 @@
+"""Imported by the compile server before it forks any worker: tilelang, loaded once for all of them."""
+
+import contextlib
+
+from tilebench.compiler.runtime import tilelang
+
+with contextlib.suppress(Exception):  # a broken install shows up in the first compile's outcome instead
+    tilelang()
