@@ -35,16 +35,22 @@ _LAZY = {
     "has_gpu": "tilebench.compiler.runtime",
     "compare": "tilebench.views.diff",
     "bench": "tilebench.compiler.timing",
+    "warm_up": "tilebench.tuner.warm",
 }
 
 __all__ = ["__version__", "load_ipython_extension", *_LAZY]
 
 
 def load_ipython_extension(shell: Any) -> None:
-    """`%load_ext tilebench`: registers `%%tilelang` and `%tilebench` (their modules load now, tilelang later)."""
+    """`%load_ext tilebench`: registers `%%tilelang` and `%tilebench` (their modules load now, tilelang later).
+
+    On a GPU machine it also starts the tuning workers in the background (`tb.warm_up()`)."""
     from tilebench.magic.magics import load
+    from tilebench.tuner.warm import gpu_present, warm_up
 
     load(shell)
+    if gpu_present():
+        warm_up()
 
 
 def __getattr__(name: str) -> Any:

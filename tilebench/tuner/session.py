@@ -40,7 +40,7 @@ class TuneOptions:
     backend: str = "event"  # how configs are timed: "event" (CUDA events), "cupti" or "cudagraph"
     timeout_s: float = 30.0  # per config, in the benchmark worker
     compile_timeout_s: float = 300.0
-    early_stop: float | None = 3.0  # full timing only within this factor of the best (None: always)
+    early_stop: float | None = 1.5  # full timing only within this factor of the best (None: always)
     flops: float | Callable[[dict], float] | None = None
     nbytes: float | Callable[[dict], float] | None = None
     retune: bool = False
@@ -158,8 +158,10 @@ class TuneSession:
     # --- the loop ----------------------------------------------------------------------------------
 
     def run(self) -> TuneResult:
+        from tilebench.compiler import server
         from tilebench.tuner.strategies import Budget, get_strategy
 
+        server.start()  # it imports tilelang while configs are elaborated
         options = self.options
         strategy = get_strategy(options.strategy)
         total = self.space.count()

@@ -1,0 +1,26 @@
+"""Start tilebench's worker processes ahead of the first tune, so that it starts compiling at once."""
+
+from __future__ import annotations
+
+import glob
+
+
+def gpu_present() -> bool:
+    """A CUDA device node exists (cheap: no torch import, no CUDA context)."""
+    return bool(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def warm_up(device: int = 0) -> None:
+    """Start the compile server and, on a GPU machine, the benchmark worker, in the background.
+
+    Each needs 6-9 s to import torch and tilelang; started early (`%load_ext tilebench` does it on a GPU
+    machine) they are ready when the first tune begins. Call it from the main thread: a worker dies with
+    the thread that started it.
+    """
+    from tilebench.compiler import server
+
+    server.start()
+    if gpu_present():
+        from tilebench.tuner.bench_worker import shared_worker
+
+        shared_worker(device).launch()
