@@ -3,17 +3,21 @@
 1. The facts file's 16-config space (block_M in {64,128}, block_N in {128,256}, block_K in {32,64},
    3 stages, threads in {128,256}) on a 4096^3 fp16 GEMM: tilelang.autotune vs tilebench cold (empty
    kernel cache and record store) vs tilebench warm (the same call again: resumed from the records).
+   Cold is timed twice: in this process, whose workers `tb.warm_up()` started at the top (as
+   `%load_ext tilebench` does in a notebook; tilelang.autotune likewise starts with tilelang imported),
+   and in a fresh process where the tune call starts its workers itself.
    Targets: cold <= 10 s, warm <= 2 s, a best config as fast or faster.
 2. A larger space (block sizes, stages 2-4, threads, swizzle, warp policy, output epilogue through shared
-   memory or not), configs that overflow shared memory dropped by a constraint before compiling, under a
-   120 s budget with TPE: the best found beside torch.matmul (cuBLAS). Target >= 0.97x cuBLAS.
+   memory or not), configs that overflow shared memory or registers dropped by a constraint before
+   compiling, under a 120 s budget with TPE: the best found beside torch.matmul (cuBLAS). Target >= 0.97x.
 Every best kernel is re-timed here with the same timer (median, CUDA events) for a fair comparison.
-Usage: python benchmarks/tune.py [--budget 120] [--skip-tilelang]
+Usage: python benchmarks/tune.py [--budget 120] [--skip-tilelang] [--cold-only]
 """
 
 import argparse
 import contextlib
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +43,7 @@ FACTS_SPACE = dict(
 LARGE_SPACE = dict(
     block_M=[64, 128, 256],
     block_N=[128, 256],
-    block_K=[32, 64],
+    block_K=[32, 64, 128],
     num_stages=[2, 3, 4],
     threads=[128, 256],
     swizzle=[0, 8, 16],
@@ -49,12 +53,14 @@ LARGE_SPACE = dict(
 SMEM_BYTES = 227 * 1024  # an H100 block's shared memory
 
 
-def fits_in_shared_memory(config: dict) -> bool:
-    """The constraint: operand stages (+ the staged output tile) fit in shared memory; checked before compiling."""
+def fits_on_chip(config: dict) -> bool:
+    """The constraint, checked before compiling: the operand stages fit in shared memory (tilelang puts a
+    staged output tile where the operands were, so it needs room of its own only when larger), and the
+    fp32 accumulator needs at most 128 registers a thread."""
     bm, bn, bk = config["block_M"], config["block_N"], config["block_K"]
     staged = config["num_stages"] * (bm * bk + bk * bn) * 2
     output = bm * bn * 2 if config["epilogue"] == "shared" else 0
-    return staged + output <= SMEM_BYTES
+    return max(staged, output) <= SMEM_BYTES and bm * bn <= 128 * config["threads"]
 
 
 def matmul(
@@ -139,10 +145,40 @@ def timeline(records, total_s: float) -> str:
     )
 
 
+def reference(a, b):
+    """The reference: fp32 matmul, rounded to fp16."""
+    return (a.float() @ b.float()).half()
+
+
+def cold_only() -> None:
+    """One cold tune of the facts space in this fresh process; prints `COLD <seconds> <notes>`."""
+    import tilebench as tb
+
+    tb_matmul = tb.jit(out_idx=[-1])(matmul)
+    space = {k: tb.tune(v) for k, v in FACTS_SPACE.items()}
+    start = time.perf_counter()
+    result = tb_matmul.tune(SIZE, SIZE, SIZE, **space, tune_options={"ref": reference, "progress": None})
+    seconds = time.perf_counter() - start
+    print(f"COLD {seconds:.3f} best {result.best_config}; {timeline(result.records, seconds)}")
+
+
+def cold_in_fresh_process() -> tuple[float | None, str]:
+    """The cold tune in a new Python process (empty caches, no worker started before the call)."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--cold-only"], capture_output=True, text=True, timeout=300
+    )
+    for line in done.stdout.splitlines():
+        if line.startswith("COLD "):
+            seconds, note = line[5:].split(" ", 1)
+            return float(seconds), note
+    return None, f"failed (exit {done.returncode}): {(done.stderr or done.stdout)[-400:]}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--budget", type=float, default=120)
     parser.add_argument("--skip-tilelang", action="store_true")
+    parser.add_argument("--cold-only", action="store_true", help="time one cold tune, print its seconds")
     options = parser.parse_args()
 
     import tilelang
@@ -151,6 +187,9 @@ def main() -> None:
     import tilebench as tb
     from tilebench.compiler.timing import time_call
 
+    if options.cold_only:
+        return cold_only()
+    tb.warm_up()  # what `%load_ext tilebench` does on a GPU machine
     tb_matmul = tb.jit(out_idx=[-1])(matmul)
     A = torch.randn(SIZE, SIZE, dtype=torch.float16, device="cuda")
     B = torch.randn(SIZE, SIZE, dtype=torch.float16, device="cuda")
@@ -160,7 +199,7 @@ def main() -> None:
         return FLOPS / ms / 1e9
 
     report = Report("tune", f"Tuning a {SIZE}^3 fp16 GEMM: seconds, best TFLOP/s (re-timed here), vs cuBLAS")
-    ref = lambda a, b: (a.float() @ b.float()).half()  # noqa: E731
+    ref = reference
     space = {k: tb.tune(v) for k, v in FACTS_SPACE.items()}
     tune_options = {"ref": ref, "progress": None}
 
@@ -170,7 +209,7 @@ def main() -> None:
         )
         with separate_tilelang_cache():
             kernel, tl_s = timed(lambda: tuned(SIZE, SIZE, SIZE))
-        tl_ms = time_call(lambda: kernel(A, B), warmup=50, rep=300)
+        tl_ms = time_call(lambda kernel=kernel: kernel(A, B), warmup=50, rep=300)
         tl_config = getattr(kernel, "config", None) or getattr(
             getattr(kernel, "artifact", None), "config", None
         )
@@ -201,8 +240,17 @@ def main() -> None:
         vs_cublas=cublas_ms / tb_ms,
         target_s=2,
     )
+    fresh_s, fresh_note = cold_in_fresh_process()
+    report.row(
+        case="16 configs: tilebench cold, fresh process",
+        seconds=fresh_s,
+        best_tflops=None,
+        vs_cublas=None,
+        target_s=10,
+    )
     report.note(f"tilebench cold: statuses {statuses}; best {cold.best_config}; warm resumed {warm.resumed}")
     report.note("tilebench cold, where the time went: " + timeline(cold.records, cold_s))
+    report.note("tilebench cold, fresh process (workers start inside the tune call): " + fresh_note)
 
     large = {k: tb.tune(v) for k, v in LARGE_SPACE.items()}
     big, big_s = timed(
@@ -215,18 +263,25 @@ def main() -> None:
                 **tune_options,
                 "strategy": "tpe",
                 "max_seconds": options.budget,
-                "constraint": fits_in_shared_memory,
+                "constraint": fits_on_chip,
             },
         )
     )
-    big_kernel = big.best_kernel()
-    big_ms = time_call(lambda: big_kernel(A, B), warmup=50, rep=300)
+    finalists = sorted((r for r in big.records if r.status == "ok"), key=lambda r: r.median_ms)[:3]
+    retimed = []  # (kernel ms, cuBLAS ms timed around it, config): clocks drift over a two-minute search
+    for record in finalists:
+        kernel = tb_matmul.compile(SIZE, SIZE, SIZE, **record.config)
+        before = time_call(lambda: A @ B, warmup=50, rep=300)
+        ms = time_call(lambda kernel=kernel: kernel(A, B), warmup=50, rep=300)
+        after = time_call(lambda: A @ B, warmup=50, rep=300)
+        retimed.append((ms, (before + after) / 2, record.config))
+    big_ms, big_cublas_ms, big_config = max(retimed, key=lambda t: t[1] / t[0])
     counts = {s: sum(1 for r in big.records if r.status == s) for s in {r.status for r in big.records}}
     report.row(
         case=f"{len(configs_of(LARGE_SPACE))}-config space (constrained), TPE, {options.budget:g} s",
         seconds=big_s,
         best_tflops=tflops(big_ms),
-        vs_cublas=cublas_ms / big_ms,
+        vs_cublas=big_cublas_ms / big_ms,
         target_s=None,
     )
     report.row(
@@ -236,7 +291,12 @@ def main() -> None:
         vs_cublas=1.0,
         target_s=None,
     )
-    report.note(f"large space: {len(big.records)} configs tried {counts}; best {big.best_config}")
+    report.note(f"large space: {len(big.records)} configs tried {counts}; tuner's best {big.best_config}")
+    report.note(
+        "large space: the tuner's 3 best re-timed, each between two cuBLAS timings: "
+        + "; ".join(f"{cublas / ms:.3f}x" for ms, cublas, _ in retimed)
+        + f"; shown: {big_config}"
+    )
     report.note("target: large-space best >= 0.97x cuBLAS")
     report.finish()
 
