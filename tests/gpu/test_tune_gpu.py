@@ -114,3 +114,20 @@ def test_autotune_times_with_cupti_or_cuda_graphs_and_inputs_from_supply_prog(st
     if backend == "cudagraph":
         assert all(0 < r.min_ms <= r.median_ms <= r.max_ms for r in records)
     assert not supplied  # supply ran in the worker process, never here
+
+
+def test_load_ext_starts_the_tuning_workers_on_a_gpu_machine():
+    from multiprocessing import forkserver
+
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    from tilebench.tuner.bench_worker import shared_worker
+
+    shell = start_ipython() or get_ipython()  # one test shell per process: later callers get None
+    tb.load_ipython_extension(shell)  # what %load_ext runs (it runs once per shell, so call it directly)
+    worker_pid, server_pid = shared_worker(0).pid, forkserver._forkserver._forkserver_pid
+    assert worker_pid is not None and server_pid is not None
+    for pid in (worker_pid, server_pid):
+        with open(f"/proc/{pid}/status") as status:
+            assert "State:\tZ" not in status.read()  # alive, not a zombie
