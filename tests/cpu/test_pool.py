@@ -132,3 +132,5 @@ def test_workers_fork_from_the_compile_server_that_preloaded_tilelang(pool):
     assert server_pid and {_parent_pid(pid) for pid in pool.pids} == {server_pid}
     with open(f"/proc/{server_pid}/maps") as maps:
         assert "libtvm" in maps.read()  # the server imported tilelang before forking any worker
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in pool.pids} == {min(ours + 5, 19)}  # yields cores

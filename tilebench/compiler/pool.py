@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 Status = Literal["ok", "compile_error", "timeout", "crash"]
 
 _START_TIMEOUT = 300.0  # the server (or a spawned worker) imports tilelang (3-9 s); not counted against a compile's timeout
+_NICENESS = 5  # added to a compile worker's nice value
 _FRAME = re.compile(r'^\s*(Traceback \(most recent call last\)|File ".*", line \d+)')
 _HEAD_LINES, _TAIL_LINES = 14, 6
 
@@ -121,6 +122,7 @@ def _worker_main(conn: Connection, parent_pid: int | None, cache_dir: str) -> No
     """
     os.setsid()  # own process group, so a timeout can kill nvcc and other grandchildren with it
     _die_with_parent(parent_pid)
+    os.nice(_NICENESS)  # nvcc inherits it: when cores are short, the notebook and the benchmark come first
     from tilebench.compiler.runtime import tilelang
 
     tilelang()
