@@ -8,6 +8,7 @@ import _thread
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -268,3 +269,30 @@ def test_launch_starts_the_worker_ahead_of_the_first_job():
         assert pid is not None
         result = worker.run(Whoami(), timeout=60)
         assert result.status == "ok" and result.message.split()[0] == str(pid)  # the launched process ran it
+
+
+UNGUARDED_SCRIPT = """
+from tilebench.tuner.bench_job import BenchResult
+from tilebench.tuner.bench_worker import BenchmarkWorker
+
+
+class Ok:
+    def __call__(self):
+        return BenchResult("ok")
+
+
+result = BenchmarkWorker(warm=False).run(Ok(), timeout=60)  # no `if __name__ == "__main__":` guard
+print("RESULT", result.status, result.message)
+"""
+
+
+def test_a_script_without_a_main_guard_gets_a_skipped_job_that_says_so(tmp_path):
+    script = tmp_path / "unguarded_tune.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
+    assert done.returncode == 0 and len(lines) == 1, done.stdout + done.stderr
+    status, message = lines[0].split(" ", 2)[1:]
+    assert status == "skipped"
+    assert message.startswith("bench worker failed to start: bench worker exited with code 1")
+    assert "unguarded_tune.py" in message and 'if __name__ == "__main__":' in message

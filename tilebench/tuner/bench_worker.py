@@ -2,7 +2,8 @@
 
 ``BenchmarkWorker.run(job, timeout)`` sends a picklable job (a ``BenchJob``, or any picklable callable that
 returns a ``BenchResult``) and always returns a ``BenchResult``: a timeout kills the worker's process group,
-a dead worker is a "crash" naming its signal, and a sticky CUDA error (the job's result says "crash") makes
+a dead worker is a "crash" naming its signal, a worker that dies before it is ready leaves the job
+"skipped" (the job is not at fault), and a sticky CUDA error (the job's result says "crash") makes
 the worker exit after answering. The next job starts a fresh worker. Ctrl-C in the caller kills the worker
 and re-raises, so the caller keeps the results it has and stops.
 """
@@ -14,6 +15,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +30,18 @@ from tilebench.tuner.bench_job import BenchResult, preload, run_job
 _START_TIMEOUT = 300.0  # importing tilelang and opening a CUDA context; not counted against a job's timeout
 _POLL_S = 0.2  # waits are sliced so Ctrl-C lands promptly whichever thread the signal reaches
 _TIMEOUT, _DIED = object(), object()
+START_FAILED = "bench worker failed to start"  # no job reached it: the config is not at fault
+
+
+def _script_hint() -> str:
+    """Why a spawn worker may die at start in a script: Python imports the caller's script in it."""
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    if script is None:  # a notebook or the REPL: nothing is imported again
+        return ""
+    return (
+        f"; the worker imports {os.path.basename(script)} (Python's spawn does), so if that script tunes "
+        'at its top level, put that code under `if __name__ == "__main__":`'
+    )
 
 
 def _worker_main(conn: Connection, parent_pid: int, device_index: int, warm: bool, cache_dir: str) -> None:
@@ -142,7 +156,9 @@ class BenchmarkWorker:
             return None
         message = f"no start within {self.start_timeout:g} s" if reply is _TIMEOUT else ""
         self._kill()
-        return BenchResult("crash", f"bench worker failed to start: {message or self._reason}")
+        if not message and self._exitcode == 1:  # a Python exception before the worker's loop
+            message = self._reason + _script_hint()
+        return BenchResult("skipped", f"{START_FAILED}: {message or self._reason}")
 
     def _spawn(self) -> None:
         """Start the process; its "ready" is read by the next ``_start``."""

@@ -285,6 +285,7 @@ class TuneSession:
     ) -> None:
         """Compile the batch in the pool; benchmark each config as soon as its compile is done."""
         from tilebench.compiler.pool import CompileRequest, shared_pool
+        from tilebench.tuner.bench_worker import START_FAILED
 
         options = self.options
         kwargs = self.jit.options.tilelang_kwargs(self.target)
@@ -309,6 +310,11 @@ class TuneSession:
                 else:
                     record = self._bench(config, requests[outcome.index], outcome.seconds)
                 outcomes[index] = self._keep(record, observers)
+                if record.status == "skipped" and record.message.startswith(START_FAILED):
+                    raise RuntimeError(
+                        f"tilebench: tuning {self.name} cannot go on without its benchmark worker "
+                        f"({len(self.records)} records kept; re-run to resume): {record.message}"
+                    )
                 if should_stop():
                     break
         finally:
