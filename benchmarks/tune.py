@@ -23,8 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-# a cold start: an empty kernel cache and record store (set before tilebench reads its settings)
-os.environ["TILEBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilebench-tune-bench-")
+# A cold start: an empty kernel cache and record store, set before tilebench reads its settings. Only in
+# the script itself: compile workers import this file too (as __mp_main__) and keep the caller's folder.
+if __name__ == "__main__":
+    os.environ["TILEBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilebench-tune-bench-")
 
 from tilebench.compiler.runtime import tilelang as load_tilelang  # noqa: E402
 

@@ -295,4 +295,4 @@ def test_a_script_without_a_main_guard_gets_a_skipped_job_that_says_so(tmp_path)
     status, message = lines[0].split(" ", 2)[1:]
     assert status == "skipped"
     assert message.startswith("bench worker failed to start: bench worker exited with code 1")
-    assert "unguarded_tune.py" in message and 'if __name__ == "__main__":' in message
+    assert "every worker imports unguarded_tune.py" in message and 'if __name__ == "__main__":' in message

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 Status = Literal["ok", "compile_error", "timeout", "crash"]
 
 _START_TIMEOUT = 300.0  # the server (or a spawned worker) imports tilelang (3-9 s); not counted against a compile's timeout
+START_FAILED = "compile worker failed to start"  # the outcome's message starts so: the pool's fault
 _NICENESS = 5  # added to a compile worker's nice value
 _FRAME = re.compile(r'^\s*(Traceback \(most recent call last\)|File ".*", line \d+)')
 _HEAD_LINES, _TAIL_LINES = 14, 6
@@ -104,6 +105,21 @@ def readable_error(exc: BaseException) -> str:
     if len(lines) > _HEAD_LINES + _TAIL_LINES:
         lines = [*lines[:_HEAD_LINES], "...", *lines[-_TAIL_LINES:]]
     return "\n".join([f"{type(exc).__name__}: {lines[0]}", *lines[1:]]) if lines else type(exc).__name__
+
+
+def script_hint(exitcode: int | None) -> str:
+    """Why a worker may die before it is ready when the caller is a script: each worker imports it.
+
+    Python's spawn and forkserver start methods run the caller's ``__main__`` file in every new process,
+    so a script that tunes at its top level tunes again inside the worker, which fails there.
+    """
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    if exitcode != 1 or script is None:  # not a Python exception, or a notebook / REPL caller
+        return ""
+    return (
+        f"; every worker imports {os.path.basename(script)} (Python's spawn and forkserver do), so if that "
+        'script tunes at its top level, put that code under `if __name__ == "__main__":`'
+    )
 
 
 def _die_with_parent(parent_pid: int | None) -> None:
@@ -282,7 +298,8 @@ class CompilePool:
             yield CompileOutcome(status, message, time.monotonic() - worker.started, index, label)
         elif pending:  # it never became ready: charge one waiting job, so a broken setup cannot loop forever
             index, request = pending.popleft()
-            yield CompileOutcome("crash", f"worker failed to start: {message}", 0.0, index, request.label)
+            message += script_hint(worker.process.exitcode)
+            yield CompileOutcome("crash", f"{START_FAILED}: {message}", 0.0, index, request.label)
 
     def _retire(self, worker: _Worker) -> None:
         worker.kill()

@@ -15,7 +15,6 @@ import contextlib
 import multiprocessing
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-from tilebench.compiler.pool import _die_with_parent, readable_error
+from tilebench.compiler.pool import _die_with_parent, readable_error, script_hint
 from tilebench.compiler.runtime import prepare_environment
 from tilebench.tuner.bench_job import BenchResult, preload, run_job
 
@@ -31,17 +30,6 @@ _START_TIMEOUT = 300.0  # importing tilelang and opening a CUDA context; not cou
 _POLL_S = 0.2  # waits are sliced so Ctrl-C lands promptly whichever thread the signal reaches
 _TIMEOUT, _DIED = object(), object()
 START_FAILED = "bench worker failed to start"  # no job reached it: the config is not at fault
-
-
-def _script_hint() -> str:
-    """Why a spawn worker may die at start in a script: Python imports the caller's script in it."""
-    script = getattr(sys.modules.get("__main__"), "__file__", None)
-    if script is None:  # a notebook or the REPL: nothing is imported again
-        return ""
-    return (
-        f"; the worker imports {os.path.basename(script)} (Python's spawn does), so if that script tunes "
-        'at its top level, put that code under `if __name__ == "__main__":`'
-    )
 
 
 def _worker_main(conn: Connection, parent_pid: int, device_index: int, warm: bool, cache_dir: str) -> None:
@@ -156,9 +144,9 @@ class BenchmarkWorker:
             return None
         message = f"no start within {self.start_timeout:g} s" if reply is _TIMEOUT else ""
         self._kill()
-        if not message and self._exitcode == 1:  # a Python exception before the worker's loop
-            message = self._reason + _script_hint()
-        return BenchResult("skipped", f"{START_FAILED}: {message or self._reason}")
+        return BenchResult(
+            "skipped", f"{START_FAILED}: {message or self._reason + script_hint(self._exitcode)}"
+        )
 
     def _spawn(self) -> None:
         """Start the process; its "ready" is read by the next ``_start``."""

@@ -284,8 +284,9 @@ class TuneSession:
         self, todo: list, outcomes: dict[int, Record], observers: Any, should_stop: Callable[[], bool]
     ) -> None:
         """Compile the batch in the pool; benchmark each config as soon as its compile is done."""
+        from tilebench.compiler.pool import START_FAILED as COMPILE_START_FAILED
         from tilebench.compiler.pool import CompileRequest, shared_pool
-        from tilebench.tuner.bench_worker import START_FAILED
+        from tilebench.tuner.bench_worker import START_FAILED as BENCH_START_FAILED
 
         options = self.options
         kwargs = self.jit.options.tilelang_kwargs(self.target)
@@ -297,7 +298,7 @@ class TuneSession:
                 index, config, prim_func = todo[outcome.index]
                 if outcome.status != "ok":
                     status = outcome.status
-                    if outcome.message.startswith("worker failed to start"):
+                    if outcome.message.startswith(COMPILE_START_FAILED):
                         status = "skipped"  # the pool's fault, not the config's: a later run retries it
                     record = Record(dict(config), status, outcome.message, compile_s=outcome.seconds)
                 elif not self.gpu:
@@ -310,9 +311,11 @@ class TuneSession:
                 else:
                     record = self._bench(config, requests[outcome.index], outcome.seconds)
                 outcomes[index] = self._keep(record, observers)
-                if record.status == "skipped" and record.message.startswith(START_FAILED):
+                if record.status == "skipped" and record.message.startswith(
+                    (COMPILE_START_FAILED, BENCH_START_FAILED)
+                ):
                     raise RuntimeError(
-                        f"tilebench: tuning {self.name} cannot go on without its benchmark worker "
+                        f"tilebench: tuning {self.name} stopped, its workers cannot start "
                         f"({len(self.records)} records kept; re-run to resume): {record.message}"
                     )
                 if should_stop():
