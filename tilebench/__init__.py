@@ -31,6 +31,8 @@ _LAZY = {
     "TuneOptions": "tilebench.tuner.session",
     "TuneResult": "tilebench.tuner.result",
     "autotune": "tilebench.tuner.api",
+    "AutoTuner": "tilebench.tuner.autotuner",
+    "AutotuneResult": "tilebench.tuner.autotuner",
     "RecordStore": "tilebench.store",
     "has_gpu": "tilebench.compiler.runtime",
     "compare": "tilebench.views.diff",

@@ -73,3 +73,43 @@ class Elaborator:
                 return None
             readers.append((arg_name, what, axis))
         return readers
+
+
+_JIT_OPTION_NAMES = ("out_idx", "target", "target_host", "verbose", "pass_configs", "compile_flags")
+
+
+def tilelang_jit_parts(value: Any) -> tuple[Any, dict[str, Any]] | None:
+    """(original function, compile options) of a `@tilelang.jit` object (JITImpl), else None."""
+    if type(value).__name__ != "JITImpl" or not type(value).__module__.startswith("tilelang"):
+        return None
+    options = {name: getattr(value, name, None) for name in _JIT_OPTION_NAMES}
+    backend = getattr(value, "execution_backend", None)
+    options["execution_backend"] = None if backend in (None, "auto") else backend
+    if options["target"] == "auto":
+        options["target"] = None
+    func = value.func
+    return getattr(func, "orig_func", func), options
+
+
+_AUTOTUNE_FIELDS = (
+    "configs",
+    "warmup",
+    "rep",
+    "timeout",
+    "supply_type",
+    "ref_prog",
+    "supply_prog",
+    "rtol",
+    "atol",
+    "max_mismatched_ratio",
+    "skip_check",
+    "manual_check_prog",
+    "cache_input_tensors",
+)
+
+
+def tilelang_autotune_parts(value: Any) -> tuple[Any, dict[str, Any]] | None:
+    """(its `@tilelang.jit` object, autotune arguments) of a `@tilelang.autotune` object, else None."""
+    if type(value).__name__ != "AutoTuneImpl" or not type(value).__module__.startswith("tilelang"):
+        return None
+    return value.jit_impl, {name: getattr(value, name) for name in _AUTOTUNE_FIELDS if hasattr(value, name)}

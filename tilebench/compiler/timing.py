@@ -20,13 +20,36 @@ def require_gpu(what: str) -> None:
         )
 
 
-def time_call(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, backend: str = "event") -> float:
-    """Median milliseconds per call; warmup and rep are milliseconds, as in triton's do_bench."""
+def time_call(
+    fn: Callable[[], Any],
+    warmup: float = 25,
+    rep: float = 100,
+    backend: str = "event",
+    *,
+    return_mode: str = "median",
+    n_warmup: int = 0,
+    n_repeat: int = 0,
+    quantiles: list[float] | None = None,
+) -> Any:
+    """Milliseconds per call (the median unless `return_mode` says otherwise; a list for `quantiles`).
+
+    warmup and rep are milliseconds, as in triton's do_bench; n_warmup/n_repeat override them by count.
+    """
     require_gpu("timing a kernel")
     tilelang()
     from tilelang.profiler import do_bench
 
-    return float(do_bench(fn, warmup=warmup, rep=rep, backend=backend, return_mode="median"))
+    result = do_bench(
+        fn,
+        warmup=warmup,
+        rep=rep,
+        _n_warmup=n_warmup,
+        _n_repeat=n_repeat,
+        quantiles=quantiles,
+        backend=backend,
+        return_mode=return_mode,
+    )
+    return [float(q) for q in result] if isinstance(result, (list, tuple)) else float(result)
 
 
 TIMING_BACKENDS = ("event", "cupti", "cudagraph")

@@ -8,31 +8,36 @@ from tilebench.compiler.build import Build
 from tilebench.compiler.launch import fast_call, generic_call
 from tilebench.compiler.runtime import has_gpu
 from tilebench.compiler.timing import NoDeviceError, time_call
+from tilebench.kernel import observe
 from tilebench.kernel.pointers import tensors_for_addresses
+from tilebench.kernel.tilelang_api import TileLangKernelAPI
 from tilebench.kernel.validate import diagnose
 
 
-class Kernel:
+class Kernel(TileLangKernelAPI):
     """One compiled kernel. `kernel(*inputs)` launches it and returns its outputs.
 
     The call path is generated per kernel (see compiler/launch.py); arguments are checked by
     the executable in C, and only a refused call is examined again here to name the culprit.
     """
 
-    def __init__(self, build: Build, name: str | None = None) -> None:
+    def __init__(self, build: Build, name: str | None = None, origin: Any = None) -> None:
         self.build = build
         self.name = name or build.name
+        self.origin = origin  # the tb.jit kernel function it was compiled from, if any
         self.specs = build.specs
         self._artifacts: Any = None
 
     @staticmethod
-    def from_build(build: Build, name: str | None = None) -> Kernel:
+    def from_build(build: Build, name: str | None = None, origin: Any = None) -> Kernel:
         if build.device_kind == "cuda" and not has_gpu():
             call = Kernel._compile_only_call
         else:
             call = fast_call(build.jit_kernel, build.specs) or generic_call(build.jit_kernel)
         cls = type("Kernel", (Kernel,), {"__call__": call, "__module__": __name__, "__qualname__": "Kernel"})
-        return cls(build, name)
+        kernel = cls(build, name, origin)
+        observe.report("compiled", kernel)
+        return kernel
 
     def __call__(self, *args: Any) -> Any:  # replaced per instance class by from_build
         raise NotImplementedError
@@ -64,7 +69,8 @@ class Kernel:
         return self.build.target_text
 
     @property
-    def params(self) -> list[str]:
+    def signature(self) -> list[str]:
+        """Each parameter as text: `A: Tensor[(1024, 512), float16]`, outputs marked."""
         return [s.describe() + (" (output)" if s.is_output else "") for s in self.specs]
 
     @property
@@ -101,10 +107,12 @@ class Kernel:
     def bench(self, *args: Any, warmup: float = 25, rep: float = 100, backend: str = "event") -> float:
         """Median milliseconds of one launch with these inputs (CUDA events)."""
         self(*args)  # surfaces argument errors before timing
-        return time_call(lambda: self(*args), warmup=warmup, rep=rep, backend=backend)
+        ms = time_call(lambda: self(*args), warmup=warmup, rep=rep, backend=backend)
+        observe.report("timed", self, latency_ms=ms, detail=f"kernel.bench(backend={backend!r})")
+        return ms
 
     def __repr__(self) -> str:
-        params = ", ".join(self.params)
+        params = ", ".join(self.signature)
         return f"<tilebench.Kernel {self.name} [{self.target}] ({params})>"
 
 

@@ -79,7 +79,7 @@ class JIT:
         return self.elaborator.get_tir(target, args, kwargs)
 
     def _build(self, prim_func: Any) -> Kernel:
-        return Kernel.from_build(compile_primfunc(prim_func, self.options), self.__name__)
+        return Kernel.from_build(compile_primfunc(prim_func, self.options), self.__name__, origin=self)
 
     # --- calls ----------------------------------------------------------------------------------
 
@@ -177,11 +177,23 @@ class JIT:
         mode = self._ensure_mode(args, kwargs)
         if mode == "lazy":
             return self._resolve_lazy(args, kwargs)
+        if self._tensors_missing(args, kwargs):  # T.const values given instead of tensors
+            key, _ = self.elaborator.template_key(args, kwargs)
+            return self._by_key.get(key) or self._compile_key(key, args, kwargs)
         return self._resolve_eager(args, kwargs)[0]
+
+    def _tensors_missing(self, args: tuple, kwargs: dict) -> bool:
+        """True for an eager call that leaves tensor parameters out (tilelang builds placeholders
+        from the T.const values given by keyword)."""
+        try:
+            bound = self.elaborator.signature.bind_partial(*args, **kwargs).arguments
+        except TypeError:
+            return False
+        return any(name not in bound for name in self._runtime_names)
 
     def parse_cache_key(self, *args: Any, **kwargs: Any) -> tuple:
         """The key a call with these arguments is cached under: compile-time values + T.const dims."""
-        if self._mode == "eager" and self._binder is not None:
+        if self._mode == "eager" and self._binder is not None and not self._tensors_missing(args, kwargs):
             compile_values, runtime = self._binder(*args, **kwargs)
             entry = self._templates.get(compile_values)
             if entry is not None:
@@ -224,7 +236,7 @@ class JIT:
                     raise outcome
                 kernels.append(None)
                 continue
-            kernel = Kernel.from_build(outcome, self.__name__)
+            kernel = Kernel.from_build(outcome, self.__name__, origin=self)
             kernels.append(self._remember(call_args, call_kwargs, kernel))
         return kernels
 
@@ -275,7 +287,8 @@ class JIT:
 
     def with_options(self, **changes: Any) -> JIT:
         """The same kernel function under changed compile options (a new, empty cache)."""
-        return JIT(self._func, self.options.updated(**changes)) if changes else self
+        options = self.options.updated(**changes) if changes else self.options
+        return self if options == self.options else JIT(self._func, options)
 
     def runtime_args(self, *args: Any, **kwargs: Any) -> tuple:
         """The values an eager call passes to the compiled kernel (its tensors), in order."""
@@ -289,6 +302,58 @@ class JIT:
     def mode(self) -> str | None:
         """ "lazy", "eager" or "prim_func"; None until the first call tells lazy from eager."""
         return self._mode
+
+    # --- tilelang's JITImpl surface (tests/compat/test_parity.py lists it) -------------------------
+
+    def initialize_jit_mode(self, *args: Any, **kwargs: Any) -> str:
+        """Settle lazy or eager from this call, as tilelang's JITImpl does; returns the mode."""
+        return self._ensure_mode(args, kwargs)
+
+    def is_lazy_mode(self) -> bool:
+        return self._mode == "lazy"
+
+    @property
+    def signature(self) -> inspect.Signature | None:
+        try:
+            return inspect.signature(self._func)
+        except (TypeError, ValueError):
+            return None
+
+    @property
+    def func_source(self) -> str:
+        return self.source
+
+    @property
+    def out_idx(self) -> list[int] | None:
+        return None if self.options.out_idx is None else list(self.options.out_idx)
+
+    @property
+    def target(self) -> Any:
+        return self.options.target
+
+    @property
+    def target_host(self) -> Any:
+        return self.options.target_host
+
+    @property
+    def execution_backend(self) -> str | None:
+        return self.options.execution_backend
+
+    @property
+    def verbose(self) -> bool | None:
+        return self.options.verbose
+
+    @property
+    def pass_configs(self) -> dict[str, Any]:
+        return dict(self.options.pass_configs)
+
+    @property
+    def compile_flags(self) -> list[str]:
+        return list(self.options.compile_flags)
+
+    @property
+    def debug_root_path(self) -> str | None:
+        return self.options.debug_root_path
 
     @property
     def func(self) -> Any:
@@ -366,7 +431,11 @@ def jit(
     if target is not None:
         resolve_target(target)  # an invalid target fails here, at decoration
 
-    def decorate(function: Any) -> JIT:
+    def decorate(function: Any) -> Any:
+        from tilebench.kernel.adopt import is_autotuned
+
+        if is_autotuned(function):  # @jit above @autotune: the jit's options, the autotune's configs
+            return function.with_jit(JIT(function.jit.func, options))
         if not (callable(function) or is_prim_func(function)):
             raise TypeError(f"tb.jit decorates a function or a PrimFunc, not {type(function).__name__}")
         return JIT(function, options)

@@ -10,9 +10,10 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from tilebench.magic.discover import as_kernel, bound_names, read_names, undecorated_factories
+from tilebench.kernel import observe
+from tilebench.magic.discover import bound_names, cell_kernels, read_names
 from tilebench.magic.fingerprint import CellMemory, cell_key
-from tilebench.magic.result import CellResult
+from tilebench.magic.result import CellResult, ProgramRun
 
 MEMORY = CellMemory()
 _MISSING = object()
@@ -44,20 +45,12 @@ def _ensure_names(namespace: dict[str, Any]) -> None:
         namespace.setdefault(name, value)
 
 
-def _unquote(text: str) -> str:
-    """magic_arguments keeps the quotes of a quoted value: `--ref 'lambda A: A'` arrives quoted."""
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    return text
-
-
 def _call_args(tokens: list[str], namespace: dict[str, Any]) -> tuple[tuple, dict]:
     """The magic line's argument list (`A, B, block_M=64`, or `1024 1024 1024`) evaluated as a call."""
     if not tokens:
         return (), {}
-    texts = [" ".join(_unquote(t) for t in tokens)]
-    texts.append(", ".join(_unquote(t).rstrip(",") for t in tokens))  # space-separated values
+    texts = [" ".join(tokens)]
+    texts.append(", ".join(t.rstrip(",") for t in tokens))  # bare words: `1024 1024 1024`
     for text in texts:
         try:
             code = compile(f"__tb_args({text})", "<%%tilelang line>", "eval", dont_inherit=True)
@@ -74,7 +67,7 @@ def _evaluate(text: str | None, namespace: dict[str, Any], what: str) -> Any:
     """An option's Python expression, evaluated in the user namespace; errors name the option."""
     if text is None:
         return None
-    text = _unquote(text)
+    text = text.strip()
     try:
         code = compile(text, "<%%tilelang line>", "eval", dont_inherit=True)
     except SyntaxError as exc:
@@ -134,8 +127,12 @@ def _inputs_for(jit: Any, kernel: Any, args: tuple, kwargs: dict, explicit: Any)
         return str(exc)
 
 
+# The cell's code starts on the editor's line 2 (line 1 is `%%tilelang ...`).
+LINE_OFFSET = 1
+
+
 def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[Any], Any]) -> CellResult:
-    """The body of %%tilelang; `options` are the parsed magic arguments."""
+    """The body of %%tilelang; `options` are the parsed magic arguments (`.call`: the call's words)."""
     from tilebench.compiler.runtime import has_gpu
     from tilebench.compiler.targets import describe_target, resolve_target
 
@@ -157,30 +154,97 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
         result.cached = True
         return result
 
+    from tilebench.magic.scope import tilelang_as_tilebench
+
     filename = shell.compile.cache(cell, shell.execution_count)
+    stopped: BaseException | None = None
     try:
-        exec(compile(tree, filename, "exec", dont_inherit=True), namespace)
-        factories = undecorated_factories(tree)
-        kernels = {}
-        for name in names:
-            wrapped = as_kernel(namespace.get(name), name, factories, overrides)
-            if wrapped is not None:
-                kernels[name] = namespace[name] = with_line_directives(wrapped)
-        result = _compile_chosen(options, kernels, namespace, cell)
+        with (
+            tilelang_as_tilebench(namespace, cell_options(overrides)),
+            observe.watching(filename, LINE_OFFSET) as watch,
+        ):
+            try:
+                exec(compile(tree, filename, "exec", dont_inherit=True), namespace)
+            except Exception as exc:
+                if not needs_device(exc):
+                    raise
+                stopped = exc  # compile-only: the program ran up to its first use of a GPU
+        kernels = cell_kernels(namespace, names, cell_options(overrides), options.kernel)
+        namespace.update(kernels)
+        result = _compile_chosen(options, kernels, namespace, cell, watch, stopped, filename)
     except (UsageError, KeyboardInterrupt):
         _restore(namespace, saved)
         raise
     except Exception as exc:
         _restore(namespace, saved)
         _fail(exc, filename, cell, display)
-    if result.kernel is not None and not options.no_run:
+    except BaseException:
+        _restore(namespace, saved)
+        raise
+    if result.kernel is not None and not options.no_run and result.run is None:
         result.run = _run(options, result, namespace)
-    MEMORY.put(key, ({name: namespace[name] for name in names if name in namespace}, result))
+    if not result.programs and stopped is None:  # a program's own output is not replayed from memory
+        MEMORY.put(key, ({name: namespace[name] for name in names if name in namespace}, result))
     return result
 
 
+def needs_device(error: BaseException) -> bool:
+    """True when, without a GPU, the cell's program failed because it needed one (compile-only)."""
+    from tilebench.compiler.runtime import has_gpu
+    from tilebench.compiler.timing import NoDeviceError
+
+    if has_gpu():
+        return False
+    if isinstance(error, NoDeviceError):
+        return True
+    text = str(error)
+    return any(word in text for word in ("CUDA", "cuda", "NVIDIA driver"))
+
+
+def cell_options(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Compile options for the cell's kernels: the magic line's, plus `#line` directives (nvcc errors
+    then name cell lines) unless the line sets that pass config itself."""
+    configs = {LINE_DIRECTIVES: True, **dict(overrides.get("pass_configs") or {})}
+    return {**overrides, "pass_configs": configs}
+
+
+def _program_results(
+    cell: str, kernels: dict[str, Any], watch: Any, stopped: BaseException | None, filename: str
+) -> list[CellResult]:
+    """One result per kernel the cell's own code compiled, with what the code measured of it."""
+    results = []
+    loose = [e for e in watch.events if e.kernel is None]
+    for event in watch.compiled():
+        kernel = event.kernel
+        origin = getattr(kernel, "origin", None)
+        result = CellResult(cell=cell, kernels=kernels, name=kernel.name, kernel=kernel)
+        result.source = origin.source if origin is not None else kernel.tir
+        result.compile_s = kernel.build.seconds
+        result.artifacts = kernel.artifacts()
+        result.compiled_at = event.cell_line
+        result.run = ProgramRun.of(watch.about(kernel) + loose, _stop_note(stopped, filename))
+        results.append(result)
+    return results
+
+
+def _stop_note(stopped: BaseException | None, filename: str) -> str:
+    if stopped is None:
+        return ""
+    from tilebench.magic.errors import cell_line_of
+
+    line = cell_line_of(stopped, filename)
+    where = f" at cell line {line + LINE_OFFSET}" if line is not None else ""
+    return f"compile-only: the program stopped{where}, where it first needs a GPU ({stopped})"
+
+
 def _compile_chosen(
-    options: Any, kernels: dict[str, Any], namespace: dict[str, Any], cell: str
+    options: Any,
+    kernels: dict[str, Any],
+    namespace: dict[str, Any],
+    cell: str,
+    watch: Any,
+    stopped: BaseException | None,
+    filename: str,
 ) -> CellResult:
     result = CellResult(cell=cell, kernels=kernels)
     if options.kernel is not None and options.kernel not in kernels:
@@ -188,6 +252,14 @@ def _compile_chosen(
             f"%%tilelang: --kernel {options.kernel!r} is not a kernel of this cell "
             f"(it defines {', '.join(kernels) or 'none'})"
         )
+    if not options.call and options.tune is None and watch.compiled():
+        programs = _program_results(cell, kernels, watch, stopped, filename)
+        if options.kernel is not None:
+            programs = [p for p in programs if p.name == options.kernel] or programs
+        return CellResult.of_program(cell, kernels, programs, _stop_note(stopped, filename))
+    if stopped is not None:
+        result.note = _stop_note(stopped, filename)
+        return result
     if not kernels:
         result.note = "no kernel found: decorate with @tilelang.jit / @tb.jit or define a @T.prim_func"
         return result
@@ -282,13 +354,6 @@ def _run(options: Any, result: CellResult, namespace: dict[str, Any]) -> Any:
 
 
 LINE_DIRECTIVES = "tl.emit_line_directives"
-
-
-def with_line_directives(jit: Any) -> Any:
-    """Cell kernels emit `#line` directives (unless they say otherwise), so nvcc errors name cell lines."""
-    if LINE_DIRECTIVES in dict(jit.options.pass_configs):
-        return jit
-    return jit.with_options(pass_configs={LINE_DIRECTIVES: True})
 
 
 def compile_overrides(options: Any) -> dict[str, Any]:

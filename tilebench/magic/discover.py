@@ -5,8 +5,6 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from tilebench.compiler.build import is_prim_func
-
 
 def bound_names(tree: ast.Module) -> list[str]:
     """Names the cell binds at top level, in order (defs, classes, assignments, imports)."""
@@ -37,49 +35,20 @@ def read_names(tree: ast.AST) -> set[str]:
     }
 
 
-def _is_prim_func_decorator(node: ast.expr) -> bool:
-    target = node.func if isinstance(node, ast.Call) else node
-    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-    return name == "prim_func"
+def cell_kernels(
+    namespace: dict[str, Any], names: list[str], overrides: dict[str, Any], chosen: str | None
+) -> dict[str, Any]:
+    """The cell's kernels by name: values it bound that are kernels by decoration (tb.jit, tilelang.jit,
+    autotune, a PrimFunc). A plain function is one only when `-k` names it (a lazy factory)."""
+    from tilebench.kernel.adopt import adopt
+    from tilebench.kernel.jit import jit
 
-
-def undecorated_factories(tree: ast.Module) -> set[str]:
-    """Top-level functions without decorators that build a `@T.prim_func` inside (lazy factories)."""
-    found = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and not node.decorator_list:
-            inner = (n for n in ast.walk(node) if isinstance(n, ast.FunctionDef) and n is not node)
-            if any(_is_prim_func_decorator(d) for f in inner for d in f.decorator_list):
-                found.add(node.name)
-    return found
-
-
-def _tilelang_jit_parts(value: Any) -> tuple[Any, dict[str, Any]] | None:
-    """(original function, options) of a `@tilelang.jit` object, or None."""
-    if type(value).__name__ != "JITImpl" or not type(value).__module__.startswith("tilelang"):
-        return None
-    options = {
-        name: getattr(value, name, None)
-        for name in ("out_idx", "target", "target_host", "verbose", "pass_configs", "compile_flags")
-    }
-    backend = getattr(value, "execution_backend", None)
-    options["execution_backend"] = None if backend in (None, "auto") else backend
-    if options["target"] == "auto":
-        options["target"] = None
-    return value.func.orig_func, options
-
-
-def as_kernel(value: Any, name: str, factories: set[str], overrides: dict[str, Any]) -> Any:
-    """A tilebench JIT for a kernel-like value (tb.jit, tilelang.jit, PrimFunc, factory), else None."""
-    from tilebench.kernel.jit import JIT, jit
-
-    if isinstance(value, JIT):
-        return value.with_options(**overrides)
-    parts = _tilelang_jit_parts(value)
-    if parts is not None:
-        func, options = parts
-        options.update(overrides)
-        return jit(func, **options)
-    if is_prim_func(value) or (name in factories and callable(value)):
-        return jit(value, **overrides)
-    return None
+    kernels = {}
+    for name in names:
+        value = namespace.get(name)
+        kernel = adopt(value, overrides)
+        if kernel is None and name == chosen and callable(value) and not isinstance(value, type):
+            kernel = jit(value, **overrides)
+        if kernel is not None:
+            kernels[name] = kernel
+    return kernels

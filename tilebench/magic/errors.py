@@ -115,7 +115,7 @@ def explain(error: BaseException, filename: str, cell_text: str) -> CellError:
                 f"{hint}\nCell line {call_line} is the call that compiled the kernel.".strip(),
             )
     else:
-        line, hint = call_line, ""
+        line, hint = call_line, _outside_hint(error, filename, call_line, cell_text)
         if line is None and kind == "elaboration":
             line = _span_line(compiler_text, filename)
         if line is None and kind == "python":
@@ -149,6 +149,22 @@ def _tb_entries(error: BaseException) -> list[Any]:
         entries.append(tb)
         tb = tb.tb_next
     return entries
+
+
+def cell_line_of(error: BaseException, filename: str) -> int | None:
+    """The deepest line of the cell's own code in the error's traceback (its causes' if it has none)."""
+    return _deepest_cell_line(_chain(error), filename)
+
+
+def _outside_hint(error: BaseException, filename: str, line: int | None, cell_text: str) -> str:
+    """For an error raised in library code called by the cell: which function raised it, and the call."""
+    entries = _tb_entries(error)
+    if line is None or not entries or entries[-1].tb_frame.f_code.co_filename == filename:
+        return ""
+    frame = entries[-1].tb_frame
+    where = f"{frame.f_globals.get('__name__', '?')}.{frame.f_code.co_name}"
+    call = _source(cell_text, line) or ""
+    return f"Raised in {where}, outside the cell's code, by the call on cell line {line}: {call}"
 
 
 def _deepest_cell_line(chain: list[BaseException], filename: str) -> int | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 
 
 @magics_class
@@ -15,9 +15,10 @@ class TileLangMagics(Magics):
     @argument(
         "call",
         nargs="*",
-        help="Arguments to compile the kernel with, as in a call: `A, B` (tensors or tb.place(...) "
-        "placeholders) for an eager kernel, `1024, 1024, 1024` for a lazy factory. Evaluated in "
-        "the notebook's namespace after the cell ran.",
+        help="Arguments to compile the kernel with, as a Python call's argument list: `A, B` (tensors or "
+        'tb.place(...) placeholders), `1024, 1024, 1024, "float16", block_M=64` (string literals stay '
+        "strings), or bare words `1024 1024 1024`. Evaluated in the notebook's namespace after the cell "
+        "ran. Without it, a cell whose code compiles kernels (a pasted main()) shows those kernels.",
     )
     @argument("-k", "--kernel", help="Which kernel of the cell to compile (default: the last one defined).")
     @argument(
@@ -76,8 +77,9 @@ class TileLangMagics(Magics):
         from IPython.display import display
 
         from tilebench.magic.cell import run_cell
+        from tilebench.magic.line import parse
 
-        options = parse_argstring(self.tilelang, line)
+        options = parse(line, self.tilelang)
         result = run_cell(self.shell, options, line, cell, display)
         if options.output:
             self.shell.user_ns[options.output] = result
@@ -96,6 +98,10 @@ class TileLangMagics(Magics):
         if command is None:
             raise UsageError(f"%tilebench: unknown command {line!r}; use one of: {', '.join(COMMANDS)}")
         return command(self.shell, words[1:])
+
+
+# `--flop 5` must not pass for `--flops 5`.
+TileLangMagics.tilelang.parser.allow_abbrev = False
 
 
 def load(shell: Any) -> None:

@@ -27,9 +27,29 @@ class CellResult:
     call: tuple = dataclasses.field(default=((), {}), repr=False)  # the line's (args, kwargs)
     values: Any = dataclasses.field(default=None, repr=False)  # the line's --ref, --flops, ... evaluated
     tune: Any = None  # the TuneResult of --tune
+    programs: list[CellResult] = dataclasses.field(default_factory=list, repr=False)
+    compiled_at: int | None = None  # the cell line whose code compiled this kernel (whole-program cells)
     _panel: Any = dataclasses.field(default=None, repr=False)
 
+    @classmethod
+    def of_program(
+        cls, cell: str, kernels: dict[str, Any], programs: list[CellResult], note: str
+    ) -> CellResult:
+        """A cell that is a whole program: one result per kernel its code compiled (the last one leads)."""
+        lead = programs[-1]
+        return dataclasses.replace(lead, kernels=kernels, programs=programs, note=note)
+
     def summary(self) -> str:
+        if len(self.programs) < 2:
+            return self._summary()
+        lines = [f"%%tilelang: the cell's program compiled {len(self.programs)} kernels"]
+        for program in self.programs:
+            lines += ["  " + line for line in program._summary().splitlines()]
+        if self.note:
+            lines.append("  " + self.note)
+        return "\n".join(lines)
+
+    def _summary(self) -> str:
         """Plain text for frontends without widgets (and nbval): name, target, resources, latency."""
         lines = []
         if self.kernel is None:
@@ -37,6 +57,8 @@ class CellResult:
             lines.append(f"%%tilelang: defined {found}" + (f" ({self.note})" if self.note else ""))
             return "\n".join(lines)
         head = f"{self.name} → {self.kernel.target}"
+        if self.compiled_at is not None:
+            head += f", compiled at cell line {self.compiled_at}"
         if self.cached:
             head += " (cached)"
         elif self.compile_s is not None:
@@ -58,9 +80,12 @@ class CellResult:
     def panel(self) -> Any:
         """The kernel panel widget (built once)."""
         if self._panel is None:
-            from tilebench.views.panel import KernelPanel
+            from tilebench.views.panel import KernelPanel, KernelSelector
 
-            self._panel = KernelPanel(self)
+            if len(self.programs) > 1:
+                self._panel = KernelSelector([(p.name or "kernel", p) for p in self.programs], self.summary())
+            else:
+                self._panel = KernelPanel(self)
         return self._panel
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
@@ -95,3 +120,31 @@ def resources_line(res: Any) -> str:
     if res.occupancy_blocks_per_sm is not None:
         parts.append(f"occupancy {res.occupancy_blocks_per_sm} block(s)/SM ({res.occupancy_limiter})")
     return ", ".join(parts)
+
+
+@dataclasses.dataclass
+class ProgramRun:
+    """What a whole-program cell's own code measured of one kernel: timings and checks, by cell line."""
+
+    events: list[Any]
+    note: str = ""
+    status: str = "program"
+
+    @classmethod
+    def of(cls, events: list[Any], note: str = "") -> ProgramRun:
+        return cls(sorted(events, key=lambda e: (e.cell_line is None, e.cell_line or 0)), note)
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(cell line, what, result) per event."""
+        rows = []
+        for event in self.events:
+            where = "?" if event.cell_line is None else str(event.cell_line)
+            result = f"{event.latency_ms:.4f} ms" if event.latency_ms is not None else event.kind
+            rows.append((where, event.detail or event.kind, result))
+        return rows
+
+    def summary(self) -> str:
+        if not self.events:
+            return self.note or "the cell's code did not time or check this kernel"
+        text = "; ".join(f"line {where}: {what} → {result}" for where, what, result in self.rows())
+        return f"{text}. {self.note}".strip() if self.note else text

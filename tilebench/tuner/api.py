@@ -68,16 +68,72 @@ def get_tune_configs(jit: Any, args: tuple, kwargs: dict) -> list[CallArgs]:
 class AutoTuned:
     """`tb.autotune(configs=...)` over a kernel: a call tunes the parameters it leaves open, once per call.
 
-    Passing every tuned parameter explicitly skips tuning (as tilelang's autotune does).
+    Passing every tuned parameter explicitly skips tuning (as tilelang's autotune does). Lazy kernels
+    return the best config's compiled kernel, eager ones run it. Without a GPU the configs are
+    compiled but not timed, and the first config that compiled stands in for the best (with a warning).
     """
+
+    tilebench_autotuned = True
 
     def __init__(self, jit: Any, configs: Any, options: TuneOptions) -> None:
         self.jit = jit
         self.configs = configs
-        self.options = options
+        self.tune_options = options
         self.results: dict[Any, TuneResult] = {}
+        self.tune_result: TuneResult | None = None
         self.__name__ = jit.__name__
         self.__doc__ = jit.__doc__
+
+    # --- what the magic and tilelang's AutoTuneImpl users read ---------------------------------
+
+    @property
+    def jit_impl(self) -> Any:
+        return self.jit
+
+    @property
+    def options(self) -> Any:
+        """The compile options of the kernel being tuned."""
+        return self.jit.options
+
+    @property
+    def source(self) -> str:
+        return self.jit.source
+
+    @property
+    def func(self) -> Any:
+        return self.jit.func
+
+    @property
+    def mode(self) -> str | None:
+        return self.jit.mode
+
+    def __getattr__(self, name: str) -> Any:
+        # seed 003's AutoTuneImpl fields (warmup, rep, ref_prog, ...) read from the tuning options
+        aliases = {"timeout": "timeout_s", "ref_prog": "ref", "manual_check_prog": "manual_check"}
+        options = self.__dict__.get("tune_options")
+        field = aliases.get(name, name)
+        if options is not None and field in _OPTION_NAMES:
+            return getattr(options, field)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def with_jit(self, jit: Any) -> AutoTuned:
+        """The same tuning over another kernel function object."""
+        return AutoTuned(jit, self.configs, self.tune_options)
+
+    def with_options(self, **changes: Any) -> AutoTuned:
+        return (
+            AutoTuned(self.jit.with_options(**changes), self.configs, self.tune_options) if changes else self
+        )
+
+    def get_tunner(self) -> Any:
+        """seed 003's name for the tuner behind the decorator."""
+        from tilebench.tuner.autotuner import AutoTuner
+
+        tuner = AutoTuner(self.jit, self.configs)
+        tuner.options = self.tune_options
+        return tuner
+
+    # --- calls --------------------------------------------------------------------------------
 
     def _configs_for(self, args: tuple, kwargs: dict) -> list[dict]:
         configs = self.configs(*args, **kwargs) if callable(self.configs) else self.configs
@@ -86,11 +142,12 @@ class AutoTuned:
             raise TypeError(f"autotune(configs=...) for {self.__name__} must give a non-empty list of dicts")
         return configs
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def best_call(self, *args: Any, **kwargs: Any) -> tuple[tuple, dict]:
+        """Tune this call (once) and return the call of the best config."""
         configs = self._configs_for(args, kwargs)
         tuned = set().union(*configs)
         if tuned <= set(kwargs):
-            return self.jit(*args, **kwargs)
+            return args, kwargs
         from tilebench.kernel.binder import freeze_key
         from tilebench.kernel.describe import describe_value
 
@@ -100,14 +157,49 @@ class AutoTuned:
         result = self.results.get(key)
         if result is None:
             calls = [(args, {**kwargs, **config}) for config in configs]
-            result = self.results[key] = tune_calls(self.jit, calls, self.options)
-        if result.best_args is None:
-            raise RuntimeError(
-                f"autotune: no config of {self.__name__} ran correctly; see .tune_result.records"
-            )
+            result = self.results[key] = tune_calls(self.jit, calls, self.tune_options)
         self.tune_result = result
         best = result.best_args
-        return self.jit(*best.args, **best.kwargs)
+        if best is not None:
+            return best.args, best.kwargs
+        stand_in = compile_only_stand_in(result)
+        if stand_in is None:
+            raise RuntimeError(
+                f"autotune: no config of {self.__name__} ran correctly ({result.num_errors} failed); "
+                "see .tune_result.records"
+            )
+        return stand_in
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        call_args, call_kwargs = self.best_call(*args, **kwargs)
+        return self.jit(*call_args, **call_kwargs)
+
+    def compile(self, *args: Any, **kwargs: Any) -> Any:
+        """The compiled kernel of the best config for this call (tuning first if needed)."""
+        call_args, call_kwargs = self.best_call(*args, **kwargs)
+        return self.jit.compile(*call_args, **call_kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tilebench.autotune {self.__name__} over {self.jit!r}>"
+
+
+def compile_only_stand_in(result: TuneResult) -> tuple[tuple, dict] | None:
+    """Without a GPU nothing is timed: the call of the first config that compiled, with a warning."""
+    import warnings
+
+    from tilebench.compiler.runtime import has_gpu
+
+    if has_gpu():
+        return None
+    for record in result.records:
+        if record.status == "skipped":
+            warnings.warn(
+                f"{result.name}: compile-only (no CUDA device), so no config was timed; "
+                f"using the first config that compiled, {record.config}",
+                stacklevel=3,
+            )
+            return result.make_call(record.config)
+    return None
 
 
 def tune_calls(jit: Any, calls: list[tuple[tuple, dict]], options: TuneOptions) -> TuneResult:
@@ -138,9 +230,19 @@ def autotune(
     manual_check_prog: Callable | None = None,
     cache_input_tensors: bool = False,
     backend: str = "event",
+    do_not_specialize: Iterable[str] | None = None,
+    early_stop: bool = False,
+    early_stop_factor: float = 2.0,
     **search: Any,
 ) -> Any:
-    """Seed 003's `autotune` over a tb.jit/tilelang.jit kernel; `**search` takes TuneOptions (strategy, ...)."""
+    """Seed 003's `autotune` over a tb.jit/tilelang.jit kernel (above or below `@tilelang.jit`).
+
+    `**search` takes TuneOptions (strategy, max_configs, ...). `early_stop=True` times fully only the
+    configs within `early_stop_factor` of the best (tilebench's quick ranking does this by default).
+    `do_not_specialize` is accepted for tilelang's signature; records are keyed by every argument.
+    """
+    if early_stop:
+        search.setdefault("early_stop", early_stop_factor)
     options = make_options(
         warmup=warmup,
         rep=rep,
@@ -159,13 +261,12 @@ def autotune(
     )
 
     def decorate(target: Any) -> AutoTuned:
-        from tilebench.kernel.jit import JIT, jit
+        from tilebench.kernel.adopt import adopt
+        from tilebench.kernel.jit import jit
 
-        kernel = target if isinstance(target, JIT) else None
-        if kernel is None:
-            from tilebench.magic.discover import as_kernel
-
-            kernel = as_kernel(target, getattr(target, "__name__", "kernel"), set(), {}) or jit(target)
+        kernel = adopt(target) or jit(target)
+        if isinstance(kernel, AutoTuned):  # autotune over autotune: the outer configs win
+            kernel = kernel.jit
         return AutoTuned(kernel, configs, options)
 
     return decorate(func) if func is not None else decorate

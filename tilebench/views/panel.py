@@ -39,6 +39,8 @@ def run_html(run: Any) -> str:
     """The Run tab's table from a RunReport (plain data)."""
     if run is None:
         return "<p>not run (--no-run)</p>"
+    if hasattr(run, "rows"):  # a whole-program cell: what its own code measured, by cell line
+        return program_run_html(run)
     if run.status in ("compile-only", "skipped", "error"):
         return f"<p class='tilebench-run-{run.status}'><b>{html.escape(run.status)}</b>: {html.escape(run.message)}</p>"
     rows = [("device", run.device), ("median latency", f"{run.latency_ms:.4f} ms")]
@@ -62,6 +64,46 @@ def run_html(run: Any) -> str:
         for k, v in rows
     )
     return f"<table class='tilebench-run'>{body}</table>"
+
+
+def program_run_html(run: Any) -> str:
+    cells = "".join(
+        f"<tr><td>{html.escape(where)}</td><td>{html.escape(what)}</td><td>{html.escape(result)}</td></tr>"
+        for where, what, result in run.rows()
+    )
+    table = (
+        "<table class='tilebench-run'><tr><th>cell line</th><th>the cell's code</th><th>result</th></tr>"
+        f"{cells}</table>"
+        if cells
+        else "<p>the cell's code did not time or check this kernel</p>"
+    )
+    note = f"<p class='tilebench-run-note'>{html.escape(run.note)}</p>" if run.note else ""
+    return table + note
+
+
+class KernelSelector(widgets.VBox):
+    """Several kernels from one cell: a dropdown picks whose panel shows (built on first pick)."""
+
+    def __init__(self, choices: list[tuple[str, Any]], summary: str) -> None:
+        labels = [f"{name} ({index + 1})" for index, (name, _) in enumerate(choices)]
+        self.results = [result for _, result in choices]
+        self.picker = widgets.Dropdown(options=list(zip(labels, range(len(labels)))), value=len(labels) - 1)
+        self.picker.description = "kernel"
+        self._panels: dict[int, KernelPanel] = {}
+        self.holder = widgets.Box(layout=widgets.Layout(width="100%"))
+        self.picker.observe(lambda change: self._show(change["new"]), names="value")
+        heading = widgets.HTML(f"<div class='tilebench-header'>{html.escape(summary.splitlines()[0])}</div>")
+        super().__init__([heading, self.picker, self.holder], layout=widgets.Layout(width="100%"))
+        self.add_class("tilebench-selector")
+        self._show(self.picker.value)
+
+    def panel(self, index: int) -> KernelPanel:
+        if index not in self._panels:
+            self._panels[index] = KernelPanel(self.results[index])
+        return self._panels[index]
+
+    def _show(self, index: int) -> None:
+        self.holder.children = (self.panel(index),)
 
 
 class KernelPanel(widgets.VBox):

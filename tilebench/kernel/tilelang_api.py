@@ -1,0 +1,90 @@
+"""tilelang's JITKernel methods on tilebench's Kernel, so code written for tilelang runs unchanged.
+
+Methods that run or time the kernel go through tilebench (its profiler and timer); the ones that
+only print or write what the compiler made are tilelang's own, called on the kernel it built.
+`FORWARDED` names those, and tests/compat/test_parity.py checks that together they cover every
+public name of tilelang's JITKernel, so an upgrade that adds one fails naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Public JITKernel names served by tilelang's own kernel object, unchanged.
+FORWARDED = (
+    "adapter",
+    "artifact",
+    "compile_flags",
+    "execution_backend",
+    "export_library",
+    "export_ptx",
+    "export_sass",
+    "export_sources",
+    "from_database",
+    "from_tilelang_function",
+    "n_max_threads",
+    "n_regs",
+    "n_spills",
+    "pass_configs",
+    "print_source_code",
+    "resource_usage",
+    "show_ptx",
+    "show_sass",
+    "show_source",
+    "target_host",
+    "torch_function",
+    "verbose",
+)
+
+
+class TileLangKernelAPI:
+    """Mixin for Kernel: `jit_kernel` is tilelang's JITKernel, `name` the kernel's name."""
+
+    jit_kernel: Any
+    name: str
+    latency: float | None = None
+    config: dict | None = None
+    ref_latency: float | None = None
+
+    def get_profiler(self, tensor_supply_type: Any = "auto") -> Any:
+        """tilelang's Profiler for this kernel: assert_allclose, do_bench (tilebench's timer), run_once."""
+        from tilebench.kernel.profiler import make_profiler
+
+        return make_profiler(self, tensor_supply_type)
+
+    def run_once(self, func: Any = None) -> Any:
+        return self.get_profiler().run_once(func)
+
+    def get_kernel_source(self, kernel_only: bool = True) -> str:
+        return self.jit_kernel.get_kernel_source(kernel_only=kernel_only)
+
+    def get_host_source(self) -> str:
+        return self.jit_kernel.get_host_source()
+
+    @property
+    def kernel_source(self) -> str:
+        return self.jit_kernel.kernel_source
+
+    @property
+    def out_idx(self) -> list[int]:
+        """Indices of the parameters the kernel allocates and returns."""
+        return list(self.jit_kernel.out_idx or [])
+
+    @property
+    def params(self) -> list[Any]:
+        """tilelang's KernelParam list (dtype, shape) of every parameter, outputs included."""
+        return list(self.jit_kernel.params)
+
+    def update_tuner_result(self, latency: float, config: dict[str, Any], ref_latency: float) -> Any:
+        self.latency, self.config, self.ref_latency = latency, config, ref_latency
+        return self
+
+    def get_tuner_result(self) -> dict[str, Any]:
+        if self.latency is None:
+            raise ValueError(f"{self.name}: no tuning result; it comes from tb.autotune / AutoTuner.run")
+        return {"latency": self.latency, "config": self.config, "ref_latency": self.ref_latency}
+
+    def __getattr__(self, name: str) -> Any:
+        if name in FORWARDED:
+            return getattr(self.jit_kernel, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")

@@ -1,0 +1,230 @@
+"""tilelang as a %%tilelang cell sees it: tilelang's modules with tilebench's jit, autotune, compile,
+AutoTuner and do_bench, so a pasted program (its `main()` too) runs on tilebench's objects.
+
+Nothing in the tilelang modules changes: the cell gets views of them. Its `import tilelang` (and
+`from tilelang.autotuner import autotune`, ...) return the views through an `__import__` of the
+cell's own, and its functions keep that `__import__`. Other code in the process, tilebench's own
+included, sees tilelang unchanged; after the cell, names bound to a view are put back to the module.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+class TileLangView(types.ModuleType):
+    """A module that is `real` except for the names given."""
+
+    def __init__(self, real: types.ModuleType, overrides: dict[str, Any]) -> None:
+        super().__init__(real.__name__, real.__doc__)
+        self.__dict__.update(overrides)
+        self.__dict__["_tilebench_real"] = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_tilebench_real"], name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(self.__dict__["_tilebench_real"])) | set(self.__dict__))
+
+    def __repr__(self) -> str:
+        return f"<tilelang module {self.__name__!r} as a %%tilelang cell sees it (tilebench's jit and tuner)>"
+
+
+def real_module(value: Any) -> Any:
+    return value.__dict__["_tilebench_real"] if isinstance(value, TileLangView) else value
+
+
+def compile_like_tilelang(
+    func: Any = None,
+    out_idx: list[int] | int | None = None,
+    execution_backend: str | None = None,
+    target: Any = None,
+    target_host: Any = None,
+    verbose: bool | None = None,
+    pass_configs: dict[str, Any] | None = None,
+    compile_flags: list[str] | str | None = None,
+) -> Any:
+    """`tilelang.compile` with tilelang's signature, giving a tilebench Kernel."""
+    from tilebench.kernel.jit import compile as tb_compile
+
+    return tb_compile(
+        func,
+        out_idx=out_idx,
+        target=None if target == "auto" else target,
+        target_host=target_host,
+        execution_backend=None if execution_backend == "auto" else execution_backend,
+        verbose=verbose,
+        pass_configs=pass_configs,
+        compile_flags=compile_flags,
+    )
+
+
+def par_compile_like_tilelang(
+    funcs: Any,
+    out_idx: list[int] | int | None = None,
+    execution_backend: str | None = None,
+    target: Any = None,
+    target_host: Any = None,
+    verbose: bool | None = None,
+    pass_configs: dict[str, Any] | None = None,
+    compile_flags: list[str] | str | None = None,
+    num_workers: int | None = None,
+    ignore_error: bool = False,
+) -> list[Any]:
+    """`tilelang.par_compile`: PrimFuncs compiled in tilebench's worker pool, as tilebench Kernels."""
+    from tilebench.compiler.build import CompileError
+    from tilebench.compiler.options import CompileOptions
+    from tilebench.compiler.parallel import compile_all
+    from tilebench.kernel.compiled import Kernel
+
+    options = CompileOptions.create(
+        out_idx=out_idx,
+        target=None if target == "auto" else target,
+        target_host=target_host,
+        execution_backend=None if execution_backend == "auto" else execution_backend,
+        verbose=verbose,
+        pass_configs=pass_configs,
+        compile_flags=compile_flags,
+    )
+    kernels = []
+    for outcome in compile_all(list(funcs), options, num_workers=num_workers):
+        if isinstance(outcome, CompileError):
+            if not ignore_error:
+                raise outcome
+            kernels.append(None)
+        else:
+            kernels.append(Kernel.from_build(outcome))
+    return kernels
+
+
+def do_bench_like_tilelang(
+    fn: Callable[[], Any],
+    warmup: float = 25,
+    rep: float = 100,
+    _n_warmup: int = 0,
+    _n_repeat: int = 0,
+    quantiles: list[float] | None = None,
+    fast_flush: bool = True,
+    backend: str = "event",
+    return_mode: str = "mean",
+    **_: Any,
+) -> Any:
+    """`tilelang.profiler.do_bench` through tilebench's timer (the cell's Run tab lists it)."""
+    from tilebench.compiler.timing import time_call
+    from tilebench.kernel import observe
+
+    ms = time_call(
+        fn,
+        warmup=warmup,
+        rep=rep,
+        backend=backend,
+        return_mode=return_mode,
+        n_warmup=_n_warmup,
+        n_repeat=_n_repeat,
+        quantiles=quantiles,
+    )
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    observe.report(
+        "timed",
+        None,
+        latency_ms=ms if isinstance(ms, float) else None,
+        detail=f"do_bench({name}, backend={backend!r}, {return_mode})",
+    )
+    return ms
+
+
+@functools.cache
+def _submodule_views() -> dict[str, TileLangView]:
+    from tilebench.compiler.runtime import tilelang
+
+    tilelang()
+    import tilelang.autotuner as real_autotuner
+    import tilelang.profiler as real_profiler
+
+    from tilebench.tuner.api import autotune
+    from tilebench.tuner.autotuner import AutoTuner
+
+    return {
+        "tilelang.autotuner": TileLangView(real_autotuner, {"autotune": autotune, "AutoTuner": AutoTuner}),
+        "tilelang.profiler": TileLangView(real_profiler, {"do_bench": do_bench_like_tilelang}),
+    }
+
+
+def views(options: dict[str, Any] | None = None) -> dict[str, TileLangView]:
+    """The views by module name (tilelang, tilelang.autotuner, tilelang.profiler); `options` are compile
+    options (the magic line's) that the cell's `tilelang.jit` and `tilelang.compile` start from."""
+    from tilebench.compiler.runtime import tilelang
+    from tilebench.kernel.jit import jit
+    from tilebench.tuner.api import autotune
+
+    base = dict(options or {})
+
+    def cell_jit(func: Any = None, **given: Any) -> Any:
+        return jit(func, **_merged(base, given))
+
+    def cell_compile(func: Any = None, out_idx: Any = None, **given: Any) -> Any:
+        return compile_like_tilelang(func, out_idx, **_merged(base, given))
+
+    cell_jit.__doc__ = jit.__doc__
+    cell_compile.__doc__ = compile_like_tilelang.__doc__
+    known = dict(_submodule_views())
+    known["tilelang"] = TileLangView(
+        tilelang(),
+        {
+            "jit": cell_jit,
+            "autotune": autotune,
+            "compile": cell_compile,
+            "par_compile": par_compile_like_tilelang,
+            "autotuner": known["tilelang.autotuner"],
+            "profiler": known["tilelang.profiler"],
+        },
+    )
+    return known
+
+
+def _merged(base: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """The kernel's own options over the cell's, pass configs merged (the cell's line wins on a clash)."""
+    merged = {**given, **{k: v for k, v in base.items() if k != "pass_configs"}}
+    configs = {**dict(given.get("pass_configs") or {}), **dict(base.get("pass_configs") or {})}
+    if configs:
+        merged["pass_configs"] = configs
+    return merged
+
+
+def importer(known: dict[str, TileLangView]) -> Callable[..., Any]:
+    """`__import__` for a cell's code: tilelang's modules come back as their views."""
+
+    def cell_import(
+        name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
+    ) -> Any:
+        module = builtins.__import__(name, globals, locals, fromlist, level)
+        if level == 0 and (name == "tilelang" or name.startswith("tilelang.")):
+            if fromlist:
+                return known.get(name, module)
+            return known["tilelang"]
+        return module
+
+    return cell_import
+
+
+@contextmanager
+def tilelang_as_tilebench(namespace: dict[str, Any], options: dict[str, Any] | None = None) -> Iterator[None]:
+    """While the block runs, the namespace's code imports and names tilelang's views."""
+    known = views(options)
+    saved_builtins = namespace.get("__builtins__", builtins)
+    namespace["__builtins__"] = {**vars(builtins), "__import__": importer(known)}
+    top = known["tilelang"]
+    if real_module(namespace.get("tilelang")) is real_module(top):
+        namespace["tilelang"] = top
+    try:
+        yield
+    finally:
+        namespace["__builtins__"] = saved_builtins
+        for name, value in list(namespace.items()):
+            if isinstance(value, TileLangView):
+                namespace[name] = real_module(value)

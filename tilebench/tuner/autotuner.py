@@ -1,0 +1,190 @@
+"""Seed 003's `AutoTuner` class on tilebench's engine: isolated workers, records, resume, dashboard.
+
+result = (AutoTuner.from_kernel(kernel=factory, configs=configs)
+          .set_compile_args(out_idx=[-1], target="auto")
+          .set_profile_args(supply_type=T.TensorSupplyType.Integer, ref_prog=ref)
+          .run(warmup=3, rep=20))
+result.latency, result.config, result.ref_latency, result.kernel
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from tilebench.tuner.result import TuneResult
+
+
+@dataclasses.dataclass
+class AutotuneResult:
+    """Seed 003's result: the best config's latency (ms), config and kernel; `records` has every config."""
+
+    latency: float | None = None
+    config: dict | None = None
+    ref_latency: float | None = None
+    libcode: str | None = None
+    func: Any = None
+    kernel: Any = None
+    tune_result: TuneResult | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def records(self) -> list[Any]:
+        return [] if self.tune_result is None else self.tune_result.records
+
+    def to_pandas(self) -> Any:
+        if self.tune_result is None:
+            raise ValueError("this result holds no tuning records")
+        return self.tune_result.to_pandas()
+
+
+_PROFILE_NAMES = {
+    "ref_prog": "ref",
+    "manual_check_prog": "manual_check",
+    "timeout": "timeout_s",
+}
+
+
+class AutoTuner:
+    """Tune a kernel over explicit configs (dicts of keyword arguments), seed 003's way.
+
+    `fn` is a kernel factory (a function returning a PrimFunc), a `tb.jit`/`tilelang.jit` kernel, or a
+    plain `@T.prim_func` factory; every config is one keyword call of it.
+    """
+
+    def __init__(self, fn: Callable[..., Any], configs: Any) -> None:
+        self.fn = fn
+        self.configs = configs
+        self.compile_args: dict[str, Any] = {}
+        self.profile_args: dict[str, Any] = {}
+        self.options: Any = None  # TuneOptions set by a decorator's get_tunner()
+        self.call: tuple[tuple, dict] = ((), {})
+        self.ref_latency_cache: float | None = None
+        self.jit_compile: Callable[..., Any] | None = None
+        self.jit_input_tensors: list | None = None
+        self.ref_input_tensors: list | None = None
+
+    @classmethod
+    def from_kernel(cls, kernel: Callable[..., Any], configs: Any) -> AutoTuner:
+        return cls(kernel, configs)
+
+    def set_compile_args(
+        self,
+        out_idx: list[int] | int | None = None,
+        target: Any = None,
+        execution_backend: str | None = None,
+        target_host: Any = None,
+        verbose: bool | None = None,
+        pass_configs: dict[str, Any] | None = None,
+    ) -> AutoTuner:
+        """tilelang.compile's options for every config ("auto" targets: this GPU, else compile-only)."""
+        self.compile_args = {
+            "out_idx": out_idx,
+            "target": None if target == "auto" else target,
+            "execution_backend": None if execution_backend == "auto" else execution_backend,
+            "target_host": target_host,
+            "verbose": verbose,
+            "pass_configs": pass_configs,
+        }
+        return self
+
+    def set_profile_args(
+        self,
+        warmup: int = 25,
+        rep: int = 100,
+        timeout: int = 30,
+        supply_type: Any = "auto",
+        ref_prog: Callable | None = None,
+        supply_prog: Callable | None = None,
+        rtol: float = 1e-2,
+        atol: float = 1e-2,
+        max_mismatched_ratio: float = 0.01,
+        skip_check: bool = False,
+        manual_check_prog: Callable | None = None,
+        cache_input_tensors: bool = False,
+        backend: str = "event",
+    ) -> AutoTuner:
+        """How configs are checked and timed (seed 003's arguments; tilebench's tuning options)."""
+        given = dict(locals())
+        given.pop("self")
+        self.profile_args = {_PROFILE_NAMES.get(k, k): v for k, v in given.items()}
+        from tilebench.tuner.api import make_options
+
+        make_options(**self.profile_args)  # a bad argument fails here, naming itself
+        return self
+
+    def set_kernel_parameters(self, k_parameters: tuple, f_parameters: Any = None) -> AutoTuner:
+        """The fixed call every config extends: (positional args, keyword items)."""
+        args, kwargs = k_parameters
+        self.call = (tuple(args), dict(kwargs))
+        return self
+
+    def _kernel(self) -> Any:
+        from tilebench.kernel.adopt import adopt
+        from tilebench.kernel.jit import jit
+
+        overrides = {k: v for k, v in self.compile_args.items() if v is not None}
+        kernel = adopt(self.fn, overrides)
+        if kernel is None:
+            kernel = jit(self.fn, **overrides)
+        return getattr(kernel, "jit", kernel) if getattr(kernel, "tilebench_autotuned", False) else kernel
+
+    def _options(self, warmup: float, rep: float, timeout: float) -> Any:
+        from tilebench.tuner.api import make_options
+
+        if self.options is not None:
+            return self.options
+        return make_options(**{**self.profile_args, "warmup": warmup, "rep": rep, "timeout_s": timeout})
+
+    def generate_cache_key(self, parameters: dict[str, Any], extra_parameters: dict[str, Any]) -> str:
+        """The tuning key of this kernel (records are stored and resumed under it)."""
+        from tilebench.store.schema import canonical_json, config_hash
+
+        return config_hash({"kernel": self._kernel().source, "parameters": canonical_json(parameters)})
+
+    def run(self, warmup: float = 25, rep: float = 100, timeout: float = 30, **_: Any) -> AutotuneResult:
+        """Tune every config; records go to the store (a second run answers from it)."""
+        from tilebench.tuner.api import compile_only_stand_in, tune_calls
+
+        kernel = self._kernel()
+        args, kwargs = self.call
+        configs = self.configs(*args, **kwargs) if callable(self.configs) else self.configs
+        configs = list(configs)
+        if not configs or not all(isinstance(c, dict) for c in configs):
+            raise TypeError(f"AutoTuner: configs for {kernel.__name__} must be a non-empty list of dicts")
+        options = self._options(warmup, rep, timeout)
+        tuned = tune_calls(kernel, [(args, {**kwargs, **c}) for c in configs], options)
+        best = tuned.best_args
+        call = (best.args, best.kwargs) if best is not None else compile_only_stand_in(tuned)
+        if call is None:
+            raise RuntimeError(
+                f"Auto-tuning failed: no config of {kernel.__name__} compiled and passed its check "
+                f"({tuned.num_errors} failed); see result.records of tb.records(kernel={kernel.__name__!r})"
+            )
+        compiled = kernel.compile(*call[0], **call[1])
+        config = tuned.best_config if best is not None else None
+        ref_latency = self._ref_latency(compiled, options) if best is not None else None
+        compiled.update_tuner_result(tuned.best_latency, config, ref_latency)
+        return AutotuneResult(
+            latency=tuned.best_latency,
+            config=config,
+            ref_latency=ref_latency,
+            libcode=compiled.get_kernel_source(),
+            func=compiled.prim_func,
+            kernel=compiled,
+            tune_result=tuned,
+        )
+
+    def _ref_latency(self, kernel: Any, options: Any) -> float | None:
+        """The reference's time on the profiler's inputs (seed 003's ref_latency)."""
+        if options.ref is None:
+            return None
+        if self.ref_latency_cache is None:
+            from tilebench.compiler.timing import time_call
+
+            inputs = kernel.get_profiler(options.supply_type)._get_inputs()
+            self.ref_latency_cache = time_call(lambda: options.ref(*inputs), options.warmup, options.rep)
+        return self.ref_latency_cache
+
+    def __call__(self) -> AutotuneResult:
+        return self.run()
