@@ -73,7 +73,7 @@ class CellResult:
         others = [n for n in self.kernels if n != self.name]
         if others:
             lines.append("  also defined: " + ", ".join(others))
-        if self.note:
+        if self.note and self.note != getattr(self.run, "note", None):
             lines.append("  " + self.note)
         return "\n".join(lines)
 
