@@ -185,8 +185,10 @@ class JIT:
     def _tensors_missing(self, args: tuple, kwargs: dict) -> bool:
         """True for an eager call that leaves tensor parameters out (tilelang builds placeholders
         from the T.const values given by keyword)."""
+        signature = self.elaborator.signature
+        named = {k: v for k, v in kwargs.items() if k in signature.parameters}
         try:
-            bound = self.elaborator.signature.bind_partial(*args, **kwargs).arguments
+            bound = signature.bind_partial(*args, **named).arguments
         except TypeError:
             return False
         return any(name not in bound for name in self._runtime_names)

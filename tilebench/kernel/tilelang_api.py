@@ -14,8 +14,11 @@ from typing import Any
 FORWARDED = (
     "adapter",
     "artifact",
+    "backend",
+    "backend_context",
     "compile_flags",
     "execution_backend",
+    "execution_backend_spec",
     "export_library",
     "export_ptx",
     "export_sass",

@@ -81,6 +81,7 @@ class AutoTuned:
         self.tune_options = options
         self.results: dict[Any, TuneResult] = {}
         self.tune_result: TuneResult | None = None
+        self.do_not_specialize: tuple[str, ...] = ()  # tilelang's option; records key every argument
         self.__name__ = jit.__name__
         self.__doc__ = jit.__doc__
 
@@ -109,7 +110,12 @@ class AutoTuned:
 
     def __getattr__(self, name: str) -> Any:
         # seed 003's AutoTuneImpl fields (warmup, rep, ref_prog, ...) read from the tuning options
-        aliases = {"timeout": "timeout_s", "ref_prog": "ref", "manual_check_prog": "manual_check"}
+        aliases = {
+            "timeout": "timeout_s",
+            "ref_prog": "ref",
+            "manual_check_prog": "manual_check",
+            "early_stop_factor": "early_stop",
+        }
         options = self.__dict__.get("tune_options")
         field = aliases.get(name, name)
         if options is not None and field in _OPTION_NAMES:

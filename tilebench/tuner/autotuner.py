@@ -61,8 +61,16 @@ class AutoTuner:
         self.call: tuple[tuple, dict] = ((), {})
         self.ref_latency_cache: float | None = None
         self.jit_compile: Callable[..., Any] | None = None
+        self.jit_elaborate: Callable[..., Any] | None = None
         self.jit_input_tensors: list | None = None
         self.ref_input_tensors: list | None = None
+
+    @property
+    def cache_dir(self) -> Any:
+        """Where the records live (tilebench's store, shared by every run)."""
+        from tilebench.store import default_store
+
+        return default_store().path.parent
 
     @classmethod
     def from_kernel(cls, kernel: Callable[..., Any], configs: Any) -> AutoTuner:

@@ -1,0 +1,182 @@
+"""%%tilelang cells that are whole programs, the magic line read as Python, and tilelang seen as tilebench
+only inside the cell (a real IPython shell; compile-only here)."""
+
+import sys
+
+import pytest
+from IPython import get_ipython
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import start_ipython
+from magic_cells import LAZY_AND_PRIM
+
+import tilebench as tb
+from tilebench.kernel.compiled import Kernel
+from tilebench.kernel.jit import JIT
+from tilebench.magic.line import split, words
+
+PROGRAM = """
+import tilelang
+import tilelang.language as T
+from tilelang.autotuner import autotune
+
+
+@tilelang.jit(out_idx=[-1])
+def scale(N, factor, block=256, dtype="float32"):
+    @T.prim_func
+    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype)):
+        with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+            for i in T.Parallel(block):
+                B[bx * block + i] = A[bx * block + i] * factor
+
+    return main
+
+
+def helper_returning_a_dict():
+    @T.prim_func
+    def unused(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A[bx] = 1.0
+
+    return {"block": 64}
+
+
+def main():
+    seen["jit"] = tilelang.jit
+    small = scale(1024, 2.0, block=helper_returning_a_dict()["block"])
+    large = scale(N=4096, factor=3.0)
+    seen["kernels"] = (small, large)
+    small.get_profiler().assert_allclose(lambda A: A * 2.0)
+    seen["after"] = True
+
+
+seen = {}
+main()
+"""
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "tilebench")
+    return shell
+
+
+@pytest.fixture(scope="module")
+def program(ip):
+    ip.run_cell_magic("tilelang", "-o prog", PROGRAM)
+    return ip.user_ns["prog"]
+
+
+def test_a_whole_program_cell_runs_on_tilebench_objects(ip, program):
+    small, large = ip.user_ns["seen"]["kernels"]
+    assert isinstance(small, Kernel) and isinstance(large, Kernel)
+    assert [p.kernel for p in program.programs] == [small, large]
+    assert small.specs[0].shape == (1024,) and large.specs[0].shape == (4096,)
+    # the compile lines, as the editor numbers them (line 1 is %%tilelang)
+    lines = PROGRAM.splitlines()
+    compile_line = '    small = scale(1024, 2.0, block=helper_returning_a_dict()["block"])'
+    assert program.programs[0].compiled_at == lines.index(compile_line) + 2
+    assert "def scale" in program.programs[0].source
+
+
+def test_without_a_gpu_the_program_stops_where_it_needs_one(ip, program):
+    if tb.has_gpu():
+        pytest.skip("this machine has a GPU")
+    assert "after" not in ip.user_ns["seen"]
+    line = PROGRAM.splitlines().index("    small.get_profiler().assert_allclose(lambda A: A * 2.0)") + 2
+    assert f"compile-only: the program stopped at cell line {line}" in program.summary()
+
+
+def test_several_kernels_get_a_selector(program):
+    selector = program.panel()
+    assert len(selector.picker.options) == 2
+    assert selector.holder.children[0].result is program.programs[-1]
+    selector.picker.value = 0
+    assert selector.holder.children[0].result is program.programs[0]
+    assert "compile-only" in selector.panel(0).content("Run").value
+
+
+def test_decorated_kernels_are_found_and_plain_helpers_stay_functions(ip, program):
+    assert set(program.kernels) == {"scale"} and isinstance(ip.user_ns["scale"], JIT)
+    assert ip.user_ns["helper_returning_a_dict"]() == {"block": 64}
+
+
+def test_tilelang_is_tilebench_only_inside_the_cell(ip, program):
+    import tilelang
+
+    assert ip.user_ns["seen"]["jit"].__module__ == "tilebench.magic.scope"  # the cell's view
+    assert tilelang.jit.__module__.startswith("tilelang")  # the module itself never changed
+    assert sys.modules["tilelang"] is tilelang
+    assert ip.user_ns["tilelang"] is tilelang  # after the cell, the name is the real module again
+    assert "tilelang" in repr(ip.user_ns["tilelang"]) and "tilebench" not in repr(ip.user_ns["tilelang"])
+
+
+def test_autotune_in_a_cell_is_tilebenchs(ip):
+    ip.run_cell_magic(
+        "tilelang",
+        "-o tuned",
+        "from tilelang.autotuner import autotune, AutoTuner\n"
+        "import tilelang.profiler\n"
+        "got = (autotune, AutoTuner, tilelang.profiler.do_bench, tilelang.autotune)\n",
+    )
+    autotune, auto_tuner, do_bench, top_autotune = ip.user_ns["got"]
+    assert autotune is tb.autotune is top_autotune and auto_tuner is tb.AutoTuner
+    assert do_bench.__module__ == "tilebench.magic.scope"
+
+
+def test_magic_line_strings_stay_strings(ip):
+    cell = PROGRAM.replace("seen = {}\nmain()\n", "")
+    ip.run_cell_magic("tilelang", '-k scale 4096, 2.0, 256, "float16" -o strings --no-run', cell)
+    result = ip.user_ns["strings"]
+    assert result.call == ((4096, 2.0, 256, "float16"), {})
+    assert result.kernel.specs[0].dtype == "float16"
+
+
+def test_line_words_respect_quotes_and_brackets():
+    assert words("A, B, 'x y' --tune dict(a=[1, 2]) --ref \"lambda A: A\"") == [
+        "A,",
+        "B,",
+        "'x y'",
+        "--tune",
+        "dict(a=[1, 2])",
+        "--ref",
+        '"lambda A: A"',
+    ]
+    from tilebench.magic.magics import TileLangMagics
+
+    call, options = split('1024, "float16" -k gemm --flops=2*3 -1', TileLangMagics.tilelang.parser)
+    assert call == ["1024,", '"float16"', "-1"]
+    assert options == ["-k", "gemm", "--flops", "2*3"]
+
+
+@pytest.mark.parametrize(
+    "line, match",
+    [
+        ("--flop 5", r"^%%tilelang: unrecognized arguments: --flop$"),
+        ("--bogus 3", r"^%%tilelang: unrecognized arguments: --bogus$"),
+        ("A, 'open", "unterminated string"),
+    ],
+)
+def test_line_errors_say_they_come_from_tilelang(ip, line, match):
+    with pytest.raises(UsageError, match=match):
+        ip.run_cell_magic("tilelang", line, LAZY_AND_PRIM)
+
+
+def test_compile_takes_t_const_values_by_keyword():
+    import tilelang.language as T
+
+    @tb.jit
+    def double(A, block: int = 128):
+        N = T.const("N")
+        A: T.Tensor[[N], T.float32]
+        B = T.empty((N,), T.float32)
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                B[bx * block + i] = A[bx * block + i] * 2.0
+        return B
+
+    kernel = double.compile(N=2048, block=256)
+    assert kernel.specs[0].shape == (2048,)
+    assert double.compile(N=2048, block=256) is kernel
+    partial = double.partial(N=1024)
+    assert partial.compile().specs[0].shape == (1024,)
