@@ -13,9 +13,9 @@ from tilebench.compiler.artifacts import (
     KernelArtifacts,
     collect_artifacts,
     find_cuda_tool,
-    occupancy,
     parse_ptxas,
 )
+from tilebench.compiler.occupancy import occupancy, over_limits
 from tilebench.compiler.runtime import tilelang
 
 HAS_PTXAS = find_cuda_tool("ptxas") is not None
@@ -150,3 +150,13 @@ def test_occupancy(regs: int, smem: int, threads: int, expected: tuple[int, str]
 
 def test_occupancy_unknown_arch() -> None:
     assert occupancy("sm_75", 32, 0, 128) == (None, None)
+
+
+def test_over_limits_names_what_a_block_cannot_have() -> None:
+    assert over_limits("sm_90a", 128, 100 * 1024, 256) == []
+    problems = over_limits("sm_90a", 300, 2 * 1024 * 1024, 2048)
+    assert problems == [
+        "shared memory 2048.0 KiB > 227 KiB, the most a block may opt in to on sm_90a",
+        "300 registers per thread > 255",
+        "2048 threads per block > 1024",
+    ]

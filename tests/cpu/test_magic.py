@@ -147,7 +147,7 @@ def test_broken_cell_names_its_line_and_keeps_old_names(ip, gemm_result):
     broken = EAGER_GEMM.replace('GEMM_NOTE = "eager"', "GEMM_NOTE = undefined_name + 1")
     with pytest.raises(TileLangCellError) as info:
         ip.run_cell_magic("tilelang", "A, B", broken)
-    line = broken.splitlines().index("GEMM_NOTE = undefined_name + 1") + 1
+    line = broken.splitlines().index("GEMM_NOTE = undefined_name + 1") + 2  # the editor's numbering
     assert info.value.report.cell_line == line
     assert "undefined_name" in info.value.report.summary
     assert ip.user_ns["gemm"] is before and ip.user_ns["GEMM_NOTE"] == "eager"
@@ -159,7 +159,7 @@ def test_error_inside_the_kernel_body_points_at_it(ip):
     broken = EAGER_GEMM.replace("T.clear(C_l)", "T.clear(C_missing)")
     with pytest.raises(TileLangCellError) as info:
         ip.run_cell_magic("tilelang", "A, B", broken)
-    assert info.value.report.cell_line == broken.splitlines().index("        T.clear(C_missing)") + 1
+    assert info.value.report.cell_line == broken.splitlines().index("        T.clear(C_missing)") + 2
 
 
 def test_tilebench_line_magic(ip):

@@ -46,6 +46,7 @@ from tilebench.compiler.layouts import (
     lower_capturing_layouts,
     text,
 )
+from tilebench.compiler.occupancy import occupancy, over_limits
 from tilebench.compiler.runtime import tilelang
 from tilebench.compiler.targets import describe_target
 
@@ -70,6 +71,7 @@ class Resources:
     launch: dict[str, str] = field(default_factory=dict)  # thread tag -> extent, as TIR prints it
     occupancy_blocks_per_sm: int | None = None
     occupancy_limiter: str | None = None  # "registers", "shared_memory", "threads" or "blocks"
+    over_limits: list[str] = field(default_factory=list)  # what exceeds the target's per-block limits
 
 
 @dataclass
@@ -570,54 +572,6 @@ def disassemble(cubin: bytes) -> str:
     raise RuntimeError("; ".join(failures))
 
 
-# ---------------------------------------------------------------------------------------------------
-# Occupancy
-
-
-@dataclass(frozen=True)
-class SmLimits:
-    regs_per_sm: int = 65536
-    smem_per_sm: int = 228 * 1024
-    smem_per_block: int = 227 * 1024
-    threads_per_sm: int = 2048
-    blocks_per_sm: int = 32
-    reserved_smem_per_block: int = 1024  # the CUDA runtime's per-block reservation (sm_80 and newer)
-    reg_alloc_unit: int = 256  # registers are allocated per warp in units of this many
-
-
-SM_LIMITS: dict[str, SmLimits] = {
-    "sm_80": SmLimits(smem_per_sm=164 * 1024, smem_per_block=163 * 1024),
-    "sm_86": SmLimits(
-        smem_per_sm=100 * 1024, smem_per_block=99 * 1024, threads_per_sm=1536, blocks_per_sm=16
-    ),
-    "sm_89": SmLimits(
-        smem_per_sm=100 * 1024, smem_per_block=99 * 1024, threads_per_sm=1536, blocks_per_sm=24
-    ),
-    "sm_90": SmLimits(),
-    "sm_100": SmLimits(),
-}
-
-
-def occupancy(
-    arch: str, registers: int | None, smem_bytes: int | None, threads: int | None
-) -> tuple[int | None, str | None]:
-    """Estimated resident blocks per SM and the resource that limits it (a simple occupancy calculator)."""
-    limits = SM_LIMITS.get(re.sub(r"[af]$", "", arch))
-    if limits is None or not threads:
-        return None, None
-    warps = math.ceil(threads / 32)
-    bounds = {"threads": limits.threads_per_sm // (warps * 32), "blocks": limits.blocks_per_sm}
-    if registers:
-        per_warp = math.ceil(registers * 32 / limits.reg_alloc_unit) * limits.reg_alloc_unit
-        bounds["registers"] = limits.regs_per_sm // (per_warp * warps)
-    if smem_bytes is not None:
-        per_block = smem_bytes + limits.reserved_smem_per_block
-        fits = smem_bytes <= limits.smem_per_block
-        bounds["shared_memory"] = limits.smem_per_sm // per_block if fits else 0
-    limiter = min(bounds, key=lambda name: bounds[name])
-    return bounds[limiter], limiter
-
-
 def _finish_resources(res: Resources, arch: str | None, errors: dict[str, str]) -> None:
     if res.static_smem_bytes is not None and res.dynamic_smem_bytes is not None:
         res.smem_bytes = res.static_smem_bytes + res.dynamic_smem_bytes
@@ -625,6 +579,7 @@ def _finish_resources(res: Resources, arch: str | None, errors: dict[str, str]) 
         return
     blocks, limiter = occupancy(arch, res.registers_per_thread, res.smem_bytes, res.threads_per_block)
     res.occupancy_blocks_per_sm, res.occupancy_limiter = blocks, limiter
+    res.over_limits = over_limits(arch, res.registers_per_thread, res.smem_bytes, res.threads_per_block)
     if blocks is None:
         errors["occupancy"] = f"no SM limits known for {arch} or no thread count"
     else:

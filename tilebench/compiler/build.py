@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,9 @@ def kernel_name(prim_func: Any) -> str:
 def summarize_error(text: str, limit: int = 12) -> str:
     """The lines of a compiler log that say what went wrong, without the stack frames."""
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    fatal = [ln.strip() for ln in lines if re.match(r"\s*(nvcc|ptxas|nvlink)\S*\s+fatal\s*:", ln)]
+    if fatal:  # the tool's own verdict (a bad -arch, ...) says more than the source it echoes
+        return "\n".join(dict.fromkeys(fatal[:limit]))
     keep = [
         ln for ln in lines if any(w in ln for w in ("rror", "Check failed", "error:", "Invalid", "No valid"))
     ]

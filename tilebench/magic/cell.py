@@ -182,7 +182,13 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
         _restore(namespace, saved)
         raise
     if result.kernel is not None and not options.no_run and result.run is None:
-        result.run = _run(options, result, namespace)
+        problems = result.limit_problems()
+        if problems:
+            from tilebench.kernel.trial import RunReport
+
+            result.run = RunReport("skipped", "not launched: " + "; ".join(problems))
+        else:
+            result.run = _run(options, result, namespace)
     if not result.programs and stopped is None:  # a program's own output is not replayed from memory
         MEMORY.put(key, ({name: namespace[name] for name in names if name in namespace}, result))
     return result
@@ -223,6 +229,7 @@ def _program_results(
         result.artifacts = kernel.artifacts()
         result.compiled_at = event.cell_line
         result.run = ProgramRun.of(watch.about(kernel) + loose, _stop_note(stopped, filename))
+        _warn_limits(result)
         results.append(result)
     return results
 
@@ -290,7 +297,15 @@ def _compile_chosen(
     result.kernel = compiled
     result.artifacts = compiled.artifacts()
     result.call = (args, kwargs)
+    _warn_limits(result)
     return result
+
+
+def _warn_limits(result: CellResult) -> None:
+    import warnings
+
+    for problem in result.limit_problems():
+        warnings.warn(f"%%tilelang: {result.name} compiled, but cannot launch: {problem}", stacklevel=2)
 
 
 def _tune(options: Any, jit: Any, args: tuple, kwargs: dict, values: Any, namespace: dict[str, Any]) -> Any:
@@ -398,7 +413,7 @@ def _literal(text: str) -> Any:
 def _fail(error: BaseException, filename: str, cell: str, display: Callable[[Any], Any]) -> None:
     from tilebench.magic.errors import explain
 
-    report = explain(error, filename, cell)
+    report = explain(error, filename, cell, first_line=1 + LINE_OFFSET)
     display(_ErrorView(report))
     raise TileLangCellError(report) from error
 

@@ -46,6 +46,7 @@ class CellError:
     log: str
     hint: str = ""
     cell_text: str = ""
+    first_line: int = 1  # the editor's number of cell_text's first line
 
     def text(self) -> str:
         lines = [f"{self.summary}  [{self.kind}]"]
@@ -66,9 +67,10 @@ class CellError:
             f'<div><b style="color:#c62828">{e(self.summary)}</b> '
             f'<span style="opacity:.6">[{e(self.kind)}]</span></div>',
         ]
-        cell_lines = self.cell_text.splitlines()
-        if self.cell_line is not None and 1 <= self.cell_line <= len(cell_lines):
-            first, last = max(1, self.cell_line - context), min(len(cell_lines), self.cell_line + context)
+        cell_lines = [""] * (self.first_line - 1) + self.cell_text.splitlines()
+        if self.cell_line is not None and self.first_line <= self.cell_line <= len(cell_lines):
+            first = max(self.first_line, self.cell_line - context)
+            last = min(len(cell_lines), self.cell_line + context)
             rows = []
             for n in range(first, last + 1):
                 mark = n == self.cell_line
@@ -89,8 +91,13 @@ class CellError:
         return "".join(parts)
 
 
-def explain(error: BaseException, filename: str, cell_text: str) -> CellError:
-    """Classify `error` (raised running or compiling the cell registered as `filename`) and locate it."""
+def explain(error: BaseException, filename: str, cell_text: str, first_line: int = 1) -> CellError:
+    """Classify `error` (raised running or compiling the cell registered as `filename`) and locate it.
+
+    `first_line` is the editor's number of the cell text's first line (2 under a `%%tilelang` line):
+    reports number lines as the editor does.
+    """
+    shift = first_line - 1
     chain = _chain(error)
     compiler_text = getattr(error, "log", None) or _message(error)
     modules = {str(tb.tb_frame.f_globals.get("__name__")) for exc in chain for tb in _tb_entries(exc)}
@@ -112,10 +119,10 @@ def explain(error: BaseException, filename: str, cell_text: str) -> CellError:
         if line is None and call_line is not None:
             line, hint = (
                 call_line,
-                f"{hint}\nCell line {call_line} is the call that compiled the kernel.".strip(),
+                f"{hint}\nCell line {call_line + shift} is the call that compiled the kernel.".strip(),
             )
     else:
-        line, hint = call_line, _outside_hint(error, filename, call_line, cell_text)
+        line, hint = call_line, _outside_hint(error, filename, call_line, cell_text, shift)
         if line is None and kind == "elaboration":
             line = _span_line(compiler_text, filename)
         if line is None and kind == "python":
@@ -128,7 +135,8 @@ def explain(error: BaseException, filename: str, cell_text: str) -> CellError:
         traceback.format_exception(type(error), error, error.__traceback__)
     )
     source = _source(cell_text, line)
-    return CellError(kind, summary, line if source is not None else None, source, log, hint, cell_text)
+    shown = line + shift if source is not None and line is not None else None
+    return CellError(kind, summary, shown, source, log, hint, cell_text, first_line)
 
 
 # --- where: tracebacks --------------------------------------------------------------------------
@@ -156,7 +164,7 @@ def cell_line_of(error: BaseException, filename: str) -> int | None:
     return _deepest_cell_line(_chain(error), filename)
 
 
-def _outside_hint(error: BaseException, filename: str, line: int | None, cell_text: str) -> str:
+def _outside_hint(error: BaseException, filename: str, line: int | None, cell_text: str, shift: int) -> str:
     """For an error raised in library code called by the cell: which function raised it, and the call."""
     entries = _tb_entries(error)
     if line is None or not entries or entries[-1].tb_frame.f_code.co_filename == filename:
@@ -164,7 +172,7 @@ def _outside_hint(error: BaseException, filename: str, line: int | None, cell_te
     frame = entries[-1].tb_frame
     where = f"{frame.f_globals.get('__name__', '?')}.{frame.f_code.co_name}"
     call = _source(cell_text, line) or ""
-    return f"Raised in {where}, outside the cell's code, by the call on cell line {line}: {call}"
+    return f"Raised in {where}, outside the cell's code, by the call on cell line {line + shift}: {call}"
 
 
 def _deepest_cell_line(chain: list[BaseException], filename: str) -> int | None:
@@ -228,15 +236,21 @@ def _op_span_lines(chain: list[BaseException], op: str, filename: str) -> list[i
     return tile_op_lines(prim_func, op, _in_cell(filename) + "$")
 
 
+_FATAL = re.compile(r"^\s*(?:nvcc|ptxas|nvlink|fatbinary)\S*\s+fatal\s*:", re.MULTILINE)
+
+
 def _is_nvcc(message: str) -> bool:
     return "Compilation error:" in message and bool(
-        re.search(r"\berror\b", message.split("Compilation error:")[1])
+        re.search(r"\berror\b|\bfatal\b", message.split("Compilation error:", 1)[1])
     )
 
 
 def _nvcc_errors(message: str) -> list[str]:
+    """nvcc's own fatal lines first (a bad -arch, a missing tool), then the source errors it found."""
     output = message.split("\nCompilation error:\n", 1)[-1]
-    return [ln for ln in output.splitlines() if re.search(r"\(\d+\): (?:catastrophic )?error", ln)]
+    lines = output.splitlines()
+    fatal = [ln.strip() for ln in lines if _FATAL.match(ln)]
+    return fatal + [ln for ln in lines if re.search(r"\(\d+\): (?:catastrophic )?error", ln)]
 
 
 def _nvcc_line(
@@ -274,6 +288,9 @@ def _first_line(text: str) -> str:
 def _compiler_summary(kind: str, message: str) -> str:
     if kind == "nvcc":
         errors = _nvcc_errors(message)
+        if errors and _FATAL.match(errors[0]):
+            tool, _, text = errors[0].partition(":")
+            return f"{tool.split()[0]} fatal: {text.strip()}"
         text = errors[0].split("error:", 1)[-1].strip() if errors else "compilation failed"
         return f"nvcc error: {text}"
     text = re.sub(r"^(?:\w+\.)*(?:InternalError|TVMError|RuntimeError|ValueError): ", "", message.strip())

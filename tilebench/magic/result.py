@@ -66,6 +66,8 @@ class CellResult:
         lines.append(head)
         if self.artifacts is not None:
             lines.append("  " + resources_line(self.artifacts.resources))
+            for problem in self.limit_problems():
+                lines.append(f"  ✘ cannot launch: {problem}")
         if self.tune is not None:
             lines.append(f"  tuned: {len(self.tune.records)} configs, best {self.tune.best_config}")
         if self.run is not None:
@@ -76,6 +78,11 @@ class CellResult:
         if self.note and self.note != getattr(self.run, "note", None):
             lines.append("  " + self.note)
         return "\n".join(lines)
+
+    def limit_problems(self) -> list[str]:
+        """What the kernel asks of one block beyond the target's limits (it compiled; it cannot launch)."""
+        resources = getattr(self.artifacts, "resources", None)
+        return list(getattr(resources, "over_limits", None) or [])
 
     def panel(self) -> Any:
         """The kernel panel widget (built once)."""

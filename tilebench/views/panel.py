@@ -137,7 +137,12 @@ class KernelPanel(widgets.VBox):
     def _header(self) -> str:
         summary = self.result.summary().splitlines()
         head, rest = summary[0], summary[1:]
-        lines = "".join(f"<div>{html.escape(line.strip())}</div>" for line in rest)
+        lines = "".join(
+            f"<div class='tilebench-limit' style='color:#c62828;font-weight:bold'>{html.escape(line.strip())}</div>"
+            if line.strip().startswith("✘")
+            else f"<div>{html.escape(line.strip())}</div>"
+            for line in rest
+        )
         return f"<div class='tilebench-header'><b>{html.escape(head)}</b>{lines}</div>"
 
     def _resources(self) -> widgets.Widget:

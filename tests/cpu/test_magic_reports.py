@@ -1,0 +1,77 @@
+"""%%tilelang reports: nvcc's fatal verdicts headline, line numbers as the editor shows them, kernels over
+the target's limits flagged at compile time, names restored whatever ended the cell."""
+
+import warnings
+
+import pytest
+from IPython import get_ipython
+from IPython.testing.globalipapp import start_ipython
+from magic_cells import LAZY_AND_PRIM
+
+from tilebench.magic.cell import TileLangCellError
+
+HUGE_SHARED = """
+@T.prim_func
+def hog(X: T.Tensor((1024,), "float16")):
+    with T.Kernel(1, threads=128) as bx:
+        S = T.alloc_shared((1024 * 1024,), "float16")
+        for i in T.Parallel(1024):
+            S[i] = X[i]
+        for i in T.Parallel(1024):
+            X[i] = S[i + 1024]
+"""
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "tilebench")
+    return shell
+
+
+def test_nvcc_fatal_message_is_the_headline(ip):
+    with pytest.raises(TileLangCellError) as info:
+        ip.run_cell_magic("tilelang", "--target sm_999 -k fill --no-run", LAZY_AND_PRIM)
+    report = info.value.report
+    assert report.kind == "nvcc"
+    assert report.summary == "nvcc fatal: Unsupported gpu architecture 'sm_999'"
+
+
+def test_kernel_over_the_shared_memory_limit_is_flagged_when_compiled(ip):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ip.run_cell_magic("tilelang", "-o hog", HUGE_SHARED)
+    result = ip.user_ns["hog"]
+    assert result.limit_problems() == [
+        "shared memory 2048.0 KiB > 227 KiB, the most a block may opt in to on sm_90a"
+    ]
+    assert "✘ cannot launch: shared memory 2048.0 KiB" in result.summary()
+    assert any("hog compiled, but cannot launch" in str(w.message) for w in caught)
+    assert "color:#c62828" in result.panel().children[0].value
+    assert "not launched" in result.summary() or result.run.status == "compile-only"
+
+
+@pytest.mark.parametrize("ending", ["raise SystemExit(3)", "raise KeyboardInterrupt"])
+def test_names_come_back_whatever_ends_the_cell(ip, ending):
+    ip.run_cell("kept = 'before'")
+    with pytest.raises((SystemExit, KeyboardInterrupt)):
+        ip.run_cell_magic("tilelang", "", f"kept = 'after'\n{ending}\n")
+    assert ip.user_ns["kept"] == "before"
+
+
+def test_error_lines_are_numbered_as_the_editor_shows_them(ip):
+    cell = "x = 1\ny = undefined_thing\n"
+    with pytest.raises(TileLangCellError) as info:
+        ip.run_cell_magic("tilelang", "", cell)
+    report = info.value.report
+    assert report.cell_line == 3  # line 1 is %%tilelang, then x = 1, then the failing line
+    assert "   3 | y = undefined_thing" in report.html() and "cell line 3" in report.text()
+
+
+def test_error_raised_outside_the_cell_names_the_call(ip):
+    cell = "@tilelang.jit\ndef f(A, block: int = 64):\n    return A\n\nf.compile(1, 2, 3, 4)\n"
+    with pytest.raises(TileLangCellError) as info:
+        ip.run_cell_magic("tilelang", "", cell)
+    report = info.value.report
+    assert report.cell_line == 6
+    assert "outside the cell's code, by the call on cell line 6: f.compile(1, 2, 3, 4)" in report.hint
