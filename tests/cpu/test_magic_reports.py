@@ -75,3 +75,37 @@ def test_error_raised_outside_the_cell_names_the_call(ip):
     report = info.value.report
     assert report.cell_line == 6
     assert "outside the cell's code, by the call on cell line 6: f.compile(1, 2, 3, 4)" in report.hint
+
+
+CTRL_C_DURING_COMPILE = """
+import os, signal, sys, threading
+from IPython.testing.globalipapp import start_ipython
+
+sys.path.insert(0, {tests!r})
+from magic_cells import EAGER_GEMM
+
+ip = start_ipython()
+ip.run_line_magic("load_ext", "tilebench")
+ip.run_cell("import torch, tilebench as tb")
+ip.run_cell("A = tb.place(1024, 512, dtype=torch.float16); B = tb.place(512, 256, dtype=torch.float16)")
+ip.run_cell_magic("tilelang", "--no-run", EAGER_GEMM)  # defines gemm; nothing compiled yet
+ip.user_ns["gemm"].get_tir(ip.user_ns["A"], ip.user_ns["B"])  # elaboration done: the timer hits nvcc
+threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+try:
+    ip.run_cell_magic("tilelang", "A, B --no-run --force", EAGER_GEMM)
+except BaseException as exc:
+    print("ENDED", type(exc).__name__)
+"""
+
+
+def test_ctrl_c_during_a_compile_is_a_keyboard_interrupt(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(CTRL_C_DURING_COMPILE.format(tests=str(Path(__file__).parents[1])))
+    env = {**os.environ, "TILEBENCH_CACHE_DIR": str(tmp_path / "cache")}  # cold: the compile takes seconds
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert "ENDED KeyboardInterrupt" in done.stdout, done.stdout + done.stderr

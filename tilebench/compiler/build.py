@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +72,29 @@ def is_prim_func(value: Any) -> bool:
     return type(value).__name__ == "PrimFunc" and hasattr(value, "buffer_map")
 
 
+@contextlib.contextmanager
+def _interrupts_noted() -> Iterator[list[bool]]:
+    """While compiling, remember a Ctrl-C (SIGINT), so one that TVM reports as an error stays an interrupt."""
+    noted: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def note(signum: int, frame: Any) -> None:
+        noted.append(True)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def compile_primfunc(prim_func: Any, options: CompileOptions) -> Build:
     """Compile through tilelang's kernel cache; raise CompileError with the compiler's own words."""
     tl = tilelang()
@@ -75,13 +102,16 @@ def compile_primfunc(prim_func: Any, options: CompileOptions) -> Build:
     target = resolve_target(options.target_dict_or_str())
     name = kernel_name(prim_func)
     start = time.perf_counter()
-    try:
-        jit_kernel = tl.compile(prim_func, **options.tilelang_kwargs(target))
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except Exception as exc:  # tilelang raises TVMError, RuntimeError, ValueError...
-        text = f"{type(exc).__name__}: {exc}"
-        raise CompileError(name, summarize_error(text), text) from None
+    with _interrupts_noted() as interrupted:
+        try:
+            jit_kernel = tl.compile(prim_func, **options.tilelang_kwargs(target))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # tilelang raises TVMError, RuntimeError, ValueError...
+            if interrupted:  # TVM turns a Ctrl-C inside its C++ into a bare RuntimeError
+                raise KeyboardInterrupt(f"compiling {name} was interrupted") from None
+            text = f"{type(exc).__name__}: {exc}"
+            raise CompileError(name, summarize_error(text), text) from None
     seconds = time.perf_counter() - start
     if options.debug_root_path:
         write_debug_files(Path(options.debug_root_path), name, prim_func, jit_kernel)
