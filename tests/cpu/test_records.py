@@ -233,12 +233,27 @@ def test_config_hash_is_canonical():
 # ---------------------------------------------------------------------------
 
 
+GPU = "NVIDIA H100 80GB HBM3"
+
+
 def fill(store: RecordStore) -> str:
     run_id = start(store)
     store.add_record(
-        Record(CONFIGS[0], "ok", median_ms=1.25, min_ms=1.2, max_ms=1.4, n=50, tflops=310.5, run_id=run_id)
+        Record(
+            CONFIGS[0],
+            "ok",
+            median_ms=1.25,
+            min_ms=1.2,
+            max_ms=1.4,
+            n=50,
+            tflops=310.5,
+            run_id=run_id,
+            gpu=GPU,
+        )
     )
-    store.add_record(Record({**CONFIGS[1], "status": "x"}, "launch_error", message="bad grid", run_id=run_id))
+    store.add_record(
+        Record({**CONFIGS[1], "status": "x"}, "launch_error", message="bad grid", run_id=run_id, gpu=GPU)
+    )
     return run_id
 
 
@@ -252,6 +267,7 @@ def test_to_pandas_has_a_column_per_config_parameter(store):
     assert frame["status"].tolist() == ["ok", "launch_error"]
     assert frame["median_ms"].iloc[0] == 1.25 and pd.isna(frame["median_ms"].iloc[1])
     assert frame["n"].iloc[0] == 50 and frame["message"].iloc[1] == "bad grid"
+    assert frame["gpu"].tolist() == [GPU, GPU]  # the GPU each record was measured on
     assert store.to_pandas(kernel="nothing").empty
 
 
