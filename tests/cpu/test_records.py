@@ -3,6 +3,7 @@
 pandas is imported inside the tests that use it, so the spawned writers start fast.
 """
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -22,7 +23,9 @@ from tilebench.store import (
     RecordStoreError,
     config_hash,
     default_store,
+    tuning_key,
 )
+from tilebench.store.schema import SCHEMA_VERSION
 
 SPAWN = multiprocessing.get_context("spawn")
 WRITES = 1000
@@ -172,6 +175,42 @@ def test_resume_skips_the_configs_measured_before_the_interruption(store):
     )
     assert store.measured(key)[config_hash(CONFIGS[0])].status == "mismatch"
     assert set(STATUSES) - {"skipped"} == FINAL_STATUSES
+
+
+V1_TABLES = (
+    """CREATE TABLE runs (run_id TEXT PRIMARY KEY, kernel TEXT NOT NULL, key TEXT NOT NULL,
+        source_hash TEXT, signature TEXT, target TEXT, tilelang_version TEXT, space_json TEXT, strategy TEXT,
+        total INTEGER, status TEXT NOT NULL, started REAL NOT NULL, finished REAL, best_latency_ms REAL,
+        best_config_json TEXT, notebook TEXT, pid INTEGER, heartbeat REAL)""",
+    """CREATE TABLE records (id INTEGER PRIMARY KEY, run_id TEXT, key TEXT NOT NULL, kernel TEXT,
+        config_json TEXT NOT NULL, config_hash TEXT NOT NULL, status TEXT NOT NULL, message TEXT,
+        compile_s REAL, median_ms REAL, min_ms REAL, max_ms REAL, n INTEGER, tflops REAL, gbps REAL,
+        created REAL NOT NULL, extra_json TEXT)""",
+)
+
+
+def test_a_version_1_store_gains_the_key_and_gpu_columns_and_keeps_its_records(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        for statement in V1_TABLES:
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO records (key, config_json, config_hash, status, created) VALUES (?, ?, ?, ?, ?)",
+            ("k", '{"block_M":64}', config_hash({"block_M": 64}), "ok", 1.0),
+        )
+        conn.execute("PRAGMA user_version = 1")
+        conn.commit()
+    store = RecordStore(path)
+    (old,) = store.records()
+    assert old.config == {"block_M": 64} and old.gpu is None
+    assert set(store.measured("k")) == {config_hash({"block_M": 64})}
+    run_id = store.start_run("gemm", key_parts={"target": "sm_90a", "gpu_name": "NVIDIA H200"})
+    store.add_record(Record({"block_M": 128}, "ok", median_ms=1.0, run_id=run_id, gpu="NVIDIA H200"))
+    assert store.run(run_id).key_parts == {"target": "sm_90a", "gpu_name": "NVIDIA H200"}
+    assert store.run(run_id).key == tuning_key({"target": "sm_90a", "gpu_name": "NVIDIA H200"})
+    assert [r.gpu for r in store.records(run_id=run_id)] == ["NVIDIA H200"]
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_the_run_tracks_its_best_ok_record_and_progress(store):

@@ -123,7 +123,9 @@ def build_key(jit: Any, fixed: Mapping[str, Any], options: Any, target: str, gpu
         max_mismatched_ratio=float(options.max_mismatched_ratio),
         skip_check=bool(options.skip_check),
         manual_check=fingerprint_with_reads(options.manual_check),
-        supply_type=_describe_plain(options.supply_type),
+        supply_type=str(
+            getattr(options.supply_type, "name", options.supply_type)
+        ).lower(),  # as BenchJob reads it
         supply_prog=fingerprint_with_reads(options.supply_prog),
         seed=int(options.seed),
         timing_backend=str(options.backend),
@@ -286,13 +288,13 @@ def _global_names(code: types.CodeType) -> Iterator[str]:
 
 def _reads(function: types.FunctionType) -> Iterator[tuple[str, Any]]:
     """(label, value) of each global, closure variable and default value the function reads."""
-    namespace = function.__globals__
+    namespace, where = function.__globals__, f"{function.__module__}.{function.__qualname__}"
     for name in sorted(set(_global_names(function.__code__))):
         if name in namespace:
             yield f"{function.__module__}.{name}", namespace[name]
     for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
         try:
-            yield f"{function.__qualname__}.{name}", cell.cell_contents
+            yield f"{where}.<closure {name}>", cell.cell_contents
         except ValueError:  # an empty cell: assigned after the function was made
             continue
     code, defaults = function.__code__, function.__defaults__ or ()
@@ -302,7 +304,7 @@ def _reads(function: types.FunctionType) -> Iterator[tuple[str, Any]]:
         **(function.__kwdefaults__ or {}),
     }
     for name, default in named.items():  # a default computed from a global is not in the source text
-        yield f"{function.__qualname__}({name}=)", default
+        yield f"{where}.<default {name}>", default
 
 
 def _qualified_name(value: Any) -> str:
