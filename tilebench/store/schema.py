@@ -127,7 +127,8 @@ def upgrade_schema(conn: sqlite3.Connection) -> None:
                     conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # some errors (SQLITE_FULL, ...) have already rolled back
+            conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
 

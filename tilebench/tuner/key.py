@@ -123,15 +123,18 @@ def build_key(jit: Any, fixed: Mapping[str, Any], options: Any, target: str, gpu
         max_mismatched_ratio=float(options.max_mismatched_ratio),
         skip_check=bool(options.skip_check),
         manual_check=fingerprint_with_reads(options.manual_check),
-        supply_type=str(
-            getattr(options.supply_type, "name", options.supply_type)
-        ).lower(),  # as BenchJob reads it
+        supply_type=_supply_name(options.supply_type),
         supply_prog=fingerprint_with_reads(options.supply_prog),
         seed=int(options.seed),
         timing_backend=str(options.backend),
         warmup=float(options.warmup),
         rep=float(options.rep),
     )
+
+
+def _supply_name(supply_type: Any) -> str:
+    """The supply's name ("auto", "normal", ...) from a string or a TensorSupplyType, as BenchJob reads it."""
+    return str(getattr(supply_type, "name", supply_type)).lower()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -224,13 +227,11 @@ def _is_constant(value: Any) -> bool:
 
 
 def _describe_plain(value: Any) -> str:
-    """A text that is the same in every process: enums by name, constants by repr, the rest by type."""
+    """A constant by repr (a long one by hash), an enum by name: the same text in every process."""
     if isinstance(value, enum.Enum):
         return f"{type(value).__qualname__}.{value.name}"
-    if _is_constant(value):
-        text = repr(value)
-        return text if len(text) <= 200 else f"{type(value).__name__}:{_hash(text)}"
-    return f"{type(value).__module__}.{type(value).__qualname__}"
+    text = repr(value)
+    return text if len(text) <= 200 else f"{type(value).__name__}:{_hash(text)}"
 
 
 def _innermost(value: Any) -> Any:

@@ -41,9 +41,8 @@ class TuneOptions:
     early_stop: float | None = 1.5  # full timing only within this factor of the best (None: always)
     flops: float | Callable[[dict], float] | None = None
     nbytes: float | Callable[[dict], float] | None = None
-    retune: bool | str = (
-        False  # True: measure every config again; "failed": only crash/timeout/launch_error/mismatch
-    )
+    # True: measure every config again; "failed": only those last seen as crash/timeout/launch_error/mismatch
+    retune: bool | str = False
     store: Any = None
     num_workers: int | None = None
     seed: int = 0
