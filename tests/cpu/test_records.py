@@ -3,6 +3,7 @@
 pandas is imported inside the tests that use it, so the spawned writers start fast.
 """
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -22,7 +23,9 @@ from tilebench.store import (
     RecordStoreError,
     config_hash,
     default_store,
+    tuning_key,
 )
+from tilebench.store.schema import SCHEMA_VERSION
 
 SPAWN = multiprocessing.get_context("spawn")
 WRITES = 1000
@@ -174,6 +177,42 @@ def test_resume_skips_the_configs_measured_before_the_interruption(store):
     assert set(STATUSES) - {"skipped"} == FINAL_STATUSES
 
 
+V1_TABLES = (
+    """CREATE TABLE runs (run_id TEXT PRIMARY KEY, kernel TEXT NOT NULL, key TEXT NOT NULL,
+        source_hash TEXT, signature TEXT, target TEXT, tilelang_version TEXT, space_json TEXT, strategy TEXT,
+        total INTEGER, status TEXT NOT NULL, started REAL NOT NULL, finished REAL, best_latency_ms REAL,
+        best_config_json TEXT, notebook TEXT, pid INTEGER, heartbeat REAL)""",
+    """CREATE TABLE records (id INTEGER PRIMARY KEY, run_id TEXT, key TEXT NOT NULL, kernel TEXT,
+        config_json TEXT NOT NULL, config_hash TEXT NOT NULL, status TEXT NOT NULL, message TEXT,
+        compile_s REAL, median_ms REAL, min_ms REAL, max_ms REAL, n INTEGER, tflops REAL, gbps REAL,
+        created REAL NOT NULL, extra_json TEXT)""",
+)
+
+
+def test_a_version_1_store_gains_the_key_and_gpu_columns_and_keeps_its_records(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        for statement in V1_TABLES:
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO records (key, config_json, config_hash, status, created) VALUES (?, ?, ?, ?, ?)",
+            ("k", '{"block_M":64}', config_hash({"block_M": 64}), "ok", 1.0),
+        )
+        conn.execute("PRAGMA user_version = 1")
+        conn.commit()
+    store = RecordStore(path)
+    (old,) = store.records()
+    assert old.config == {"block_M": 64} and old.gpu is None
+    assert set(store.measured("k")) == {config_hash({"block_M": 64})}
+    run_id = store.start_run("gemm", key_parts={"target": "sm_90a", "gpu_name": "NVIDIA H200"})
+    store.add_record(Record({"block_M": 128}, "ok", median_ms=1.0, run_id=run_id, gpu="NVIDIA H200"))
+    assert store.run(run_id).key_parts == {"target": "sm_90a", "gpu_name": "NVIDIA H200"}
+    assert store.run(run_id).key == tuning_key({"target": "sm_90a", "gpu_name": "NVIDIA H200"})
+    assert [r.gpu for r in store.records(run_id=run_id)] == ["NVIDIA H200"]
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
 def test_the_run_tracks_its_best_ok_record_and_progress(store):
     run_id = start(store, total=5)
     outcomes = [("ok", 2.0), ("ok", 1.5), ("ok", 3.0), ("mismatch", 0.5), ("crash", None)]
@@ -233,12 +272,27 @@ def test_config_hash_is_canonical():
 # ---------------------------------------------------------------------------
 
 
+GPU = "NVIDIA H100 80GB HBM3"
+
+
 def fill(store: RecordStore) -> str:
     run_id = start(store)
     store.add_record(
-        Record(CONFIGS[0], "ok", median_ms=1.25, min_ms=1.2, max_ms=1.4, n=50, tflops=310.5, run_id=run_id)
+        Record(
+            CONFIGS[0],
+            "ok",
+            median_ms=1.25,
+            min_ms=1.2,
+            max_ms=1.4,
+            n=50,
+            tflops=310.5,
+            run_id=run_id,
+            gpu=GPU,
+        )
     )
-    store.add_record(Record({**CONFIGS[1], "status": "x"}, "launch_error", message="bad grid", run_id=run_id))
+    store.add_record(
+        Record({**CONFIGS[1], "status": "x"}, "launch_error", message="bad grid", run_id=run_id, gpu=GPU)
+    )
     return run_id
 
 
@@ -252,6 +306,7 @@ def test_to_pandas_has_a_column_per_config_parameter(store):
     assert frame["status"].tolist() == ["ok", "launch_error"]
     assert frame["median_ms"].iloc[0] == 1.25 and pd.isna(frame["median_ms"].iloc[1])
     assert frame["n"].iloc[0] == 50 and frame["message"].iloc[1] == "bad grid"
+    assert frame["gpu"].tolist() == [GPU, GPU]  # the GPU each record was measured on
     assert store.to_pandas(kernel="nothing").empty
 
 

@@ -37,7 +37,7 @@ def latency(c):
 
 def stored_records(params, tmp_path):
     store = RecordStore(tmp_path / "records.sqlite")
-    key = tuning_key("src", "sig", "sm_90a", "0.1.15")
+    key = tuning_key({"kernel_source": "src", "signature": "sig", "target": "sm_90a"})
     run = store.start_run("gemm", key=key, total=None)
     names = list(params)
     records = []

@@ -69,6 +69,35 @@ def test_resume_answers_measured_configs_from_the_store(tmp_path):
     assert retuned.resumed == 0 and retuned.records[0].status == "compile_error"
 
 
+def test_retune_failed_measures_failures_again_and_keeps_the_rest(tmp_path):
+    store = RecordStore(tmp_path / "records.sqlite")
+    options = {"store": store, "progress": None}
+    first = S.vector_add.tune(4096, block_N=tb.tune([0]), tune_options=options)
+    assert first.records[0].status == "compile_error"
+    failed = {"w": "crash", "x": "timeout", "y": "launch_error", "z": "mismatch"}
+    # an earlier GPU run under this key: one config ok, four failed (these four cannot even elaborate now)
+    store.add_records(
+        [Record({"block_N": 256}, "ok", median_ms=0.02, key=first.key, gpu="NVIDIA H100 80GB HBM3")]
+        + [Record({"block_N": v}, status, "earlier run", key=first.key) for v, status in failed.items()]
+    )
+    space = {"block_N": tb.tune([0, 256, *failed])}
+    resumed = S.vector_add.tune(4096, **space, tune_options=options)
+    assert resumed.resumed == 6  # by default every failure is final
+    retried = S.vector_add.tune(4096, **space, tune_options={**options, "retune": "failed"})
+    assert retried.resumed == 2  # the ok record and the compile_error are kept
+    by_value = {r.config["block_N"]: r for r in retried.records}
+    assert by_value[256].status == "ok" and by_value[0].id == first.records[0].id
+    for value in failed:
+        assert by_value[value].status == "compile_error" and by_value[value].run_id == retried.run_id
+    assert len(store.records(run_id=retried.run_id)) == 4
+    # the new outcomes are now the latest: a plain resume reuses them
+    again = S.vector_add.tune(4096, **space, tune_options=options)
+    assert again.resumed == 6 and {r.status for r in again.records} == {"ok", "compile_error"}
+    for bad in ("all", 1, None):
+        with pytest.raises(ValueError, match='retune must be True, False or "failed"'):
+            tb.TuneOptions(retune=bad)
+
+
 def test_stop_request_ends_the_run_and_keeps_its_records(tmp_path):
     store = RecordStore(tmp_path / "records.sqlite")
     stopper = StopAfter(1)

@@ -29,6 +29,14 @@ def test_tune_eager_gemm_then_resume(store):
     assert S.gemm.bench(A, B, **best.kwargs) > 0
     pivot = result.to_pandas().pivot_table(index="block_M", columns="block_N", values="latency")
     assert pivot.shape == (2, 2)
+    name = torch.cuda.get_device_name(
+        0
+    )  # records and the key name the GPU (an H100 and an H200 share sm_90a)
+    assert tb.records(kernel="gemm", run_id=result.run_id, store=store)["gpu"].tolist() == [name] * 4
+    parts = store.run(result.run_id).key_parts
+    assert parts["gpu_name"] == name and parts["cuda_runtime"] == torch.version.cuda
+    assert parts["sm_count"] == str(torch.cuda.get_device_properties(0).multi_processor_count)
+    assert not parts["cuda_driver"].startswith("unknown"), parts["cuda_driver"]  # libcuda's version was read
     started = time.monotonic()
     again = S.gemm.tune(A, B, **space, tune_options=options)
     assert again.resumed == 4 and again.best_config == result.best_config

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from tilebench.store.schema import (
     FINAL_STATUSES,
+    RETRYABLE_STATUSES,
     RUN_STATUSES,
     STATUSES,
     Record,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FINAL_STATUSES",
+    "RETRYABLE_STATUSES",
     "RUN_STATUSES",
     "STATUSES",
     "Record",

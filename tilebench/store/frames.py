@@ -22,6 +22,7 @@ _AFTER = (
     "tflops",
     "gbps",
     "compile_s",
+    "gpu",
     "message",
     "created",
     "config_hash",

@@ -18,8 +18,11 @@ STATUSES: tuple[str, ...] = get_args(Status)
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 # A config with one of these is measured for good: resume skips it. `skipped` (pruned, never run) is not.
 FINAL_STATUSES: frozenset[str] = frozenset(STATUSES) - {"skipped"}
+# What `retune="failed"` measures again: failures that may not recur (a busy or faulty GPU, a worker's bug).
+# A compile_error is kept: the compiler's inputs are all in the tuning key.
+RETRYABLE_STATUSES: frozenset[str] = frozenset({"crash", "timeout", "launch_error", "mismatch"})
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: runs.key_json, records.gpu
 
 # Each statement is a no-op once its object exists, so running them on every connect is cheap.
 SCHEMA = (
@@ -33,7 +36,8 @@ SCHEMA = (
         status TEXT NOT NULL,
         started REAL NOT NULL, finished REAL,
         best_latency_ms REAL, best_config_json TEXT,
-        notebook TEXT, pid INTEGER, heartbeat REAL)""",
+        notebook TEXT, pid INTEGER, heartbeat REAL,
+        key_json TEXT)""",
     """CREATE TABLE IF NOT EXISTS records (
         id INTEGER PRIMARY KEY,
         run_id TEXT, key TEXT NOT NULL, kernel TEXT,
@@ -42,10 +46,17 @@ SCHEMA = (
         compile_s REAL, median_ms REAL, min_ms REAL, max_ms REAL, n INTEGER,
         tflops REAL, gbps REAL,
         created REAL NOT NULL,
-        extra_json TEXT)""",
+        extra_json TEXT,
+        gpu TEXT)""",
     "CREATE INDEX IF NOT EXISTS records_by_key_config ON records (key, config_hash)",
     "CREATE INDEX IF NOT EXISTS records_by_run ON records (run_id)",
 )
+
+# Columns added after a table's first release (nullable): an older store gets them in upgrade_schema.
+ADDED_COLUMNS: dict[str, dict[str, str]] = {
+    "runs": {"key_json": "TEXT"},  # the tuning key's parts, to see why two keys differ
+    "records": {"gpu": "TEXT"},  # the GPU a record was measured on; NULL when compile-only
+}
 
 RECORD_COLUMNS = (
     "run_id",
@@ -64,6 +75,7 @@ RECORD_COLUMNS = (
     "gbps",
     "created",
     "extra_json",
+    "gpu",
 )
 
 
@@ -95,15 +107,30 @@ def config_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(config).encode()).hexdigest()
 
 
-def tuning_key(source_hash: str, signature: str, target: str, tilelang_version: str) -> str:
-    """The key records are grouped under for resume: a config measured under another key counts for nothing."""
-    parts = {
-        "source_hash": source_hash,
-        "signature": signature,
-        "target": target,
-        "tilelang_version": tilelang_version,
-    }
+def tuning_key(parts: dict[str, Any]) -> str:
+    """The key records are grouped under for resume: sha256 of the key's named parts (see
+    tilebench.tuner.key for the list). A config measured under another key counts for nothing."""
+    if not isinstance(parts, dict):
+        raise TypeError(f"tuning_key takes a dict of named parts, got {type(parts).__name__}")
     return hashlib.sha256(canonical_json(parts).encode()).hexdigest()
+
+
+def upgrade_schema(conn: sqlite3.Connection) -> None:
+    """Bring a store of an older schema version (tables already created) to SCHEMA_VERSION: add the
+    ADDED_COLUMNS it lacks, then stamp the version, in one transaction so racing openers add each once."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for table, columns in ADDED_COLUMNS.items():
+            present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            for name, kind in columns.items():
+                if name not in present:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        if conn.in_transaction:  # some errors (SQLITE_FULL, ...) have already rolled back
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def _loads(text: str | None) -> Any:
@@ -133,6 +160,7 @@ class Record:
     run_id: str | None = None
     key: str | None = None  # filled from the run when None
     kernel: str | None = None  # filled from the run when None
+    gpu: str | None = None  # the GPU it was measured on; None when compile-only
     created: float | None = None  # set on insert when None
     id: int | None = None  # the row id, once stored
 
@@ -164,6 +192,7 @@ class Record:
             "gbps": self.gbps,
             "created": self.created,
             "extra_json": canonical_json(self.extra) if self.extra else None,
+            "gpu": self.gpu,
         }
 
     @classmethod
@@ -183,6 +212,7 @@ class Record:
             run_id=row["run_id"],
             key=row["key"],
             kernel=row["kernel"],
+            gpu=row["gpu"],
             created=row["created"],
             id=row["id"],
         )
@@ -212,6 +242,7 @@ class RunInfo:
     notebook: str | None = None
     pid: int | None = None
     heartbeat: float | None = None
+    key_parts: dict[str, Any] | None = None  # the tuning key's named parts (tilebench.tuner.key.TuningKey)
 
     @property
     def progress(self) -> float | None:
@@ -241,4 +272,5 @@ class RunInfo:
             notebook=row["notebook"],
             pid=row["pid"],
             heartbeat=row["heartbeat"],
+            key_parts=_loads(row["key_json"]),
         )

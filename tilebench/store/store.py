@@ -27,6 +27,7 @@ from tilebench.store.schema import (
     canonical_json,
     config_hash,
     tuning_key,
+    upgrade_schema,
 )
 
 if TYPE_CHECKING:
@@ -106,18 +107,27 @@ class RecordStore:
         target: str = "",
         tilelang_version: str = "",
         key: str | None = None,
+        key_parts: dict[str, Any] | None = None,
         space: Any = None,
         strategy: str = "",
         total: int | None = None,
         notebook: str | None = None,
     ) -> str:
-        """Record a new run (status "running") and return its id; key defaults to tuning_key(...) of the parts."""
+        """Record a new run (status "running") and return its id. `key_parts` are the tuning key's named
+        parts (stored, to explain a key); key defaults to their tuning_key, or that of the four named here."""
         now = time.time()
+        if key_parts is None and key is None:
+            key_parts = {
+                "source_hash": source_hash,
+                "signature": signature,
+                "target": target,
+                "tilelang_version": tilelang_version,
+            }
         run_id = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + "-" + uuid.uuid4().hex[:8]
         row = {
             "run_id": run_id,
             "kernel": kernel,
-            "key": key or tuning_key(source_hash, signature, target, tilelang_version),
+            "key": key or tuning_key(key_parts or {}),
             "source_hash": source_hash,
             "signature": signature,
             "target": target,
@@ -130,6 +140,7 @@ class RecordStore:
             "notebook": notebook,
             "pid": os.getpid(),
             "heartbeat": now,
+            "key_json": None if key_parts is None else canonical_json(key_parts),
         }
         with self._write() as conn:
             conn.execute(
@@ -288,7 +299,7 @@ def _prepare(conn: sqlite3.Connection) -> None:
     for statement in SCHEMA:
         conn.execute(statement)
     if version < SCHEMA_VERSION:
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        upgrade_schema(conn)
 
 
 def _switch_to_wal(conn: sqlite3.Connection, patience: float = 30.0) -> None:

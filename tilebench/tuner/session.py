@@ -8,13 +8,11 @@ The notebook process elaborates and records; it never runs a candidate.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tilebench.kernel.describe import describe_value
-from tilebench.store import Record, RecordStore, config_hash, default_store, tuning_key
+from tilebench.store import RETRYABLE_STATUSES, Record, RecordStore, config_hash, default_store
 from tilebench.tuner.result import TuneResult
 
 
@@ -43,7 +41,8 @@ class TuneOptions:
     early_stop: float | None = 1.5  # full timing only within this factor of the best (None: always)
     flops: float | Callable[[dict], float] | None = None
     nbytes: float | Callable[[dict], float] | None = None
-    retune: bool = False
+    # True: measure every config again; "failed": only those last seen as crash/timeout/launch_error/mismatch
+    retune: bool | str = False
     store: Any = None
     num_workers: int | None = None
     seed: int = 0
@@ -61,6 +60,8 @@ class TuneOptions:
 
         if self.backend not in TIMING_BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(TIMING_BACKENDS)}, got {self.backend!r}")
+        if not (isinstance(self.retune, bool) or self.retune == "failed"):
+            raise ValueError(f'retune must be True, False or "failed", got {self.retune!r}')
         if self.supply_prog is not None and not callable(self.supply_prog):
             raise TypeError(f"supply_prog must be callable, got {type(self.supply_prog).__name__}")
         if self.ref is not None and not callable(self.ref):
@@ -132,20 +133,18 @@ class TuneSession:
     """Tunes one kernel call over one space; `run()` returns the TuneResult."""
 
     def __init__(self, jit: Any, space: Any, options: TuneOptions) -> None:
-        from tilebench.compiler.runtime import has_gpu, tilelang
+        from tilebench.compiler.runtime import has_gpu
         from tilebench.compiler.targets import describe_target, resolve_target
+        from tilebench.tuner.key import build_key
 
         self.jit, self.space, self.options = jit, space, options
         self.name = jit.__name__
         self.target = resolve_target(jit.options.target_dict_or_str())
         self.target_text = describe_target(self.target)
         self.gpu = has_gpu()
-        signature = (
-            ", ".join(f"{k}={describe_value(v)}" for k, v in space.fixed.items()) + f" | {jit.options!r}"
-        )
-        source_hash = hashlib.sha256(jit.source.encode()).hexdigest()
-        self.key = tuning_key(source_hash, signature, self.target_text, tilelang().__version__)
-        self.key_parts = {"source_hash": source_hash, "signature": signature}
+        self.tuning_key = build_key(jit, space.fixed, options, self.target_text, self.gpu)
+        self.key = self.tuning_key.digest()
+        self.gpu_name = self.tuning_key.gpu_name if self.gpu else None  # stamped on each record
         store = options.store
         self.store = (
             store if isinstance(store, RecordStore) else RecordStore(store) if store else default_store()
@@ -167,16 +166,20 @@ class TuneSession:
         total = self.space.count()
         params = dict(self.space.params)
         observers = _Observers(default_observers(options.progress, self.name, params, total))
-        known = {} if options.retune else self.store.measured(self.key)
+        known = self._known()
+        key = self.tuning_key
         run_id = self.store.start_run(
             self.name,
             key=self.key,
+            key_parts=key.parts(),
+            source_hash=key.kernel_source,
+            signature=key.signature,
             target=self.target_text,
+            tilelang_version=key.tilelang_version,
             space=params,
             strategy=str(getattr(strategy, "__name__", options.strategy)).rsplit(".", 1)[-1],
             notebook=_notebook_path(),
             total=total,
-            **self.key_parts,
         )
         self.run_id, started = run_id, time.monotonic()
         observers.on_run(run_id)
@@ -224,6 +227,17 @@ class TuneSession:
             compile_best=lambda call: self.jit.compile(*call.args, **call.kwargs),
         )
 
+    def _known(self) -> dict[str, Record]:
+        """config_hash -> the stored record a resume reuses: every final one, none on retune=True, and
+        on retune="failed" only those whose latest outcome is not a crash, timeout, launch_error or mismatch."""
+        retune = self.options.retune
+        if retune is True:
+            return {}
+        known = self.store.measured(self.key)
+        if retune == "failed":
+            known = {h: r for h, r in known.items() if r.status not in RETRYABLE_STATUSES}
+        return known
+
     def _stop_check(self, observers: Any, every_s: float = 0.5) -> Callable[[], bool]:
         """True once an observer or the store asks to stop: the dashboard's button marks the run
         "stopping" through the Jupyter server, since its click reaches this kernel only after the cell."""
@@ -247,6 +261,7 @@ class TuneSession:
     def _keep(self, record: Record, observers: Any, store: bool = True) -> Record:
         if store:
             record.run_id = self.run_id
+            record.gpu = self.gpu_name
             self.store.add_record(record)
         self.records.append(record)
         if record.status == "ok" and record.median_ms is not None:

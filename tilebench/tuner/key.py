@@ -1,0 +1,356 @@
+"""The tuning key: everything a tuning record depends on, as an explicit list of named parts.
+
+Records are stored under `TuningKey.digest()`, the sha256 of the parts (Triton's `check_disk_cache` style);
+a config measured under another digest counts for nothing on resume. The parts are stored on the run as
+JSON (`RunInfo.key_parts`), so `TuningKey.diff` against an older run says why its records are not reused.
+
+Code is fingerprinted with what it reads: the sources of the helper functions, `T.macro`s and nested
+kernels a function reads through its globals and closure (walked recursively), and the values of the
+constant globals it reads. Library code (tilelang, torch, tilebench, anything installed) is named, not
+walked: its version is a part of its own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import dis
+import enum
+import functools
+import hashlib
+import inspect
+import marshal
+import re
+import subprocess
+import sysconfig
+import types
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from tilebench.compiler.build import is_prim_func
+from tilebench.store.schema import tuning_key
+
+NONE = "none"  # a part that does not apply: no GPU (compile-only), no reference, no nvcc
+
+_CONSTANTS = (bool, int, float, complex, str, bytes, type(None))
+_LIBRARY_MODULES = frozenset({"tilebench", "tilelang", "tvm", "tvm_ffi", "torch", "numpy", "builtins"})
+_LIBRARY_PATHS = tuple(
+    sorted({path for name, path in sysconfig.get_paths().items() if name in ("stdlib", "purelib", "platlib")})
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TuningKey:
+    """The named parts of a tuning key; `digest()` is the key records are stored under."""
+
+    # the kernel
+    kernel_source: str  # hash of the kernel function's own source (a PrimFunc's script)
+    dependencies: dict[str, str]  # helper/macro/kernel -> its source hash; constant global -> its repr
+    signature: str  # the fixed call arguments and the compile options
+    target: str
+    # the machine
+    gpu_name: str
+    sm_count: str
+    cuda_driver: str
+    cuda_runtime: str
+    nvcc: str
+    # the software
+    tilelang_version: str
+    torch_version: str
+    tilebench_version: str
+    # the check
+    ref: str  # hash of the reference's source and what it reads
+    rtol: float
+    atol: float
+    max_mismatched_ratio: float
+    skip_check: bool
+    manual_check: str
+    # the inputs
+    supply_type: str
+    supply_prog: str
+    seed: int
+    # the timer
+    timing_backend: str
+    warmup: float
+    rep: float
+
+    def parts(self) -> dict[str, Any]:
+        """The parts by name, as stored on the run (JSON-ready)."""
+        return dataclasses.asdict(self)
+
+    def digest(self) -> str:
+        """sha256 of the parts' canonical JSON: the key records are stored and resumed under."""
+        return tuning_key(self.parts())
+
+    def diff(self, other: TuningKey | Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+        """Part name -> (this value, other value) for every part that differs; {} when the keys match.
+
+        `other` may be another key or a run's stored `key_parts`. A changed helper shows as `dependencies`.
+        """
+        theirs = other.parts() if isinstance(other, TuningKey) else dict(other)
+        mine = self.parts()
+        return {
+            name: (mine.get(name), theirs.get(name))
+            for name in sorted(mine.keys() | theirs.keys())
+            if mine.get(name) != theirs.get(name)
+        }
+
+
+def build_key(jit: Any, fixed: Mapping[str, Any], options: Any, target: str, gpu: bool) -> TuningKey:
+    """The key for tuning `jit` with the fixed call arguments `fixed` under TuneOptions `options` on
+    `target`; the machine parts come from `options.device` when `gpu`, else they are "none"."""
+    import torch
+
+    import tilebench
+    from tilebench.compiler.runtime import tilelang
+
+    walker = _Walker()
+    kernel_source = walker.fingerprint(jit)
+    signature = ", ".join(f"{name}={walker.describe(value)}" for name, value in fixed.items())
+    return TuningKey(
+        kernel_source=kernel_source,
+        dependencies=dict(sorted(walker.parts.items())),
+        signature=f"{signature} | {jit.options!r}",
+        target=target,
+        **machine_parts(options.device if gpu else None),
+        tilelang_version=str(tilelang().__version__),
+        torch_version=str(torch.__version__),
+        tilebench_version=tilebench.__version__,
+        ref=fingerprint_with_reads(options.ref),
+        rtol=float(options.rtol),
+        atol=float(options.atol),
+        max_mismatched_ratio=float(options.max_mismatched_ratio),
+        skip_check=bool(options.skip_check),
+        manual_check=fingerprint_with_reads(options.manual_check),
+        supply_type=_supply_name(options.supply_type),
+        supply_prog=fingerprint_with_reads(options.supply_prog),
+        seed=int(options.seed),
+        timing_backend=str(options.backend),
+        warmup=float(options.warmup),
+        rep=float(options.rep),
+    )
+
+
+def _supply_name(supply_type: Any) -> str:
+    """The supply's name ("auto", "normal", ...) from a string or a TensorSupplyType, as BenchJob reads it."""
+    return str(getattr(supply_type, "name", supply_type)).lower()
+
+
+# ---------------------------------------------------------------------------------------------------
+# The machine
+
+
+def machine_parts(device: int | None) -> dict[str, str]:
+    """GPU name, SM count, CUDA driver and runtime of `device` ("none" each when None), and nvcc's version."""
+    gpu = dict.fromkeys(_GPU_PARTS, NONE) if device is None else _gpu_parts(device)
+    return {**gpu, "nvcc": nvcc_version()}
+
+
+_GPU_PARTS = ("gpu_name", "sm_count", "cuda_driver", "cuda_runtime")
+
+
+@functools.cache
+def _gpu_parts(device: int) -> dict[str, str]:
+    import torch
+
+    properties = torch.cuda.get_device_properties(device)
+    return {
+        "gpu_name": str(properties.name),
+        "sm_count": str(properties.multi_processor_count),
+        "cuda_driver": cuda_driver_version(),
+        "cuda_runtime": str(torch.version.cuda),
+    }
+
+
+@functools.cache
+def cuda_driver_version() -> str:
+    """libcuda's API version and the kernel module's version, e.g. "12.4 / 550.54.15" ("unknown" for a
+    half that cannot be read); needs no nvidia-smi."""
+    api = module = "unknown"
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        version = ctypes.c_int()
+        if libcuda.cuDriverGetVersion(ctypes.byref(version)) == 0:
+            api = f"{version.value // 1000}.{version.value % 1000 // 10}"
+    except (OSError, AttributeError):
+        pass
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        text = ""
+    found = re.search(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)", text)
+    if found:
+        module = found.group(1)
+    return f"{api} / {module}"
+
+
+@functools.cache
+def nvcc_version() -> str:
+    """The version of the nvcc tilelang compiles with ("V13.0.88"); "none" when there is none."""
+    from tilebench.compiler.artifacts import find_cuda_tool
+    from tilebench.compiler.runtime import prepare_environment
+
+    prepare_environment()  # CUDA_HOME as tilelang sees it
+    nvcc = find_cuda_tool("nvcc")
+    if nvcc is None:
+        return NONE
+    try:
+        done = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    found = re.search(r"\bV(\d+(?:\.\d+)+)", done.stdout)
+    return f"V{found.group(1)}" if found else "unknown"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Code fingerprints
+
+
+def fingerprint_with_reads(value: Any) -> str:
+    """One hash of a callable's code and everything it reads (the reference, the input program); "none"."""
+    if value is None:
+        return NONE
+    walker = _Walker()
+    own = walker.fingerprint(value)
+    return own if not walker.parts else _hash(own + repr(sorted(walker.parts.items())))
+
+
+def _hash(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()[:16]
+
+
+def _is_constant(value: Any) -> bool:
+    if isinstance(value, _CONSTANTS):
+        return True
+    return isinstance(value, (tuple, frozenset)) and len(value) <= 1024 and all(map(_is_constant, value))
+
+
+def _describe_plain(value: Any) -> str:
+    """A constant by repr (a long one by hash), an enum by name: the same text in every process."""
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__qualname__}.{value.name}"
+    text = repr(value)
+    return text if len(text) <= 200 else f"{type(value).__name__}:{_hash(text)}"
+
+
+def _innermost(value: Any) -> Any:
+    """The Python function behind a method, partial, `T.macro`, tb.jit, tilelang.jit or callable object;
+    a PrimFunc, or the value itself when there is none."""
+    for _ in range(8):
+        if isinstance(value, types.FunctionType):
+            return inspect.unwrap(value)
+        if isinstance(value, types.MethodType):
+            value = value.__func__
+        elif isinstance(value, functools.partial):
+            value = value.func
+        elif is_prim_func(value):
+            return value
+        elif getattr(value, "orig_func", None) is not None:  # T.macro, tilelang's eager prim_func
+            value = value.orig_func
+        elif type(value).__name__ in ("JIT", "JITImpl") and hasattr(value, "func"):  # tb.jit, tilelang.jit
+            value = value.func
+        elif isinstance(inspect.getattr_static(type(value), "__call__", None), types.FunctionType):
+            value = type(value).__call__  # a callable object
+        else:
+            return value
+    return value
+
+
+def _is_library(function: types.FunctionType) -> bool:
+    module = (function.__module__ or "").split(".")[0]
+    return module in _LIBRARY_MODULES or function.__code__.co_filename.startswith(_LIBRARY_PATHS)
+
+
+def _source(function: types.FunctionType) -> str:
+    """The function's source (a lambda's bytecode too: two lambdas can share a line); else its bytecode."""
+    try:
+        text = inspect.getsource(function)
+    except (OSError, TypeError):
+        return marshal.dumps(function.__code__).hex()
+    if function.__name__ == "<lambda>":
+        code = function.__code__
+        text += code.co_code.hex() + repr(code.co_consts) + repr(code.co_names)
+    return text
+
+
+_GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+
+
+def _global_names(code: types.CodeType) -> Iterator[str]:
+    """The global names the code and the functions defined inside it load (attribute names are not)."""
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in _GLOBAL_LOADS:
+            yield instruction.argval
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _global_names(const)
+
+
+def _reads(function: types.FunctionType) -> Iterator[tuple[str, Any]]:
+    """(label, value) of each global, closure variable and default value the function reads."""
+    namespace, where = function.__globals__, f"{function.__module__}.{function.__qualname__}"
+    for name in sorted(set(_global_names(function.__code__))):
+        if name in namespace:
+            yield f"{function.__module__}.{name}", namespace[name]
+    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
+        try:
+            yield f"{where}.<closure {name}>", cell.cell_contents
+        except ValueError:  # an empty cell: assigned after the function was made
+            continue
+    code, defaults = function.__code__, function.__defaults__ or ()
+    positional = code.co_varnames[: code.co_argcount]
+    named = {
+        **dict(zip(positional[len(positional) - len(defaults) :], defaults)),
+        **(function.__kwdefaults__ or {}),
+    }
+    for name, default in named.items():  # a default computed from a global is not in the source text
+        yield f"{where}.<default {name}>", default
+
+
+def _qualified_name(value: Any) -> str:
+    module = getattr(value, "__module__", None) or type(value).__module__
+    name = (
+        getattr(value, "__qualname__", None) or getattr(value, "__name__", None) or type(value).__qualname__
+    )
+    return f"{module}.{name}"
+
+
+class _Walker:
+    """Fingerprints code, collecting what it reads into `parts` (label -> fingerprint or constant)."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, str] = {}
+        self.walked: set[int] = set()
+
+    def fingerprint(self, value: Any) -> str:
+        """A hash of the value's own code, having walked what it reads; a library callable's name."""
+        inner = _innermost(value)
+        if is_prim_func(inner):
+            return _hash(inner.script())
+        if not isinstance(inner, types.FunctionType) or _is_library(inner):
+            return f"lib:{_qualified_name(inner)}"  # its library's version is a key part of its own
+        if id(inner) not in self.walked:
+            self.walked.add(id(inner))
+            for label, read in _reads(inner):
+                self.add(label, read)
+        return _hash(_source(inner))
+
+    def describe(self, value: Any) -> str:
+        """A call argument: code by fingerprint (its reads walked like the kernel's), the rest by value."""
+        if callable(value) and not isinstance(value, type):
+            return f"code:{self.fingerprint(value)}"
+        from tilebench.kernel.describe import describe_value
+
+        return describe_value(value)
+
+    def add(self, label: str, value: Any) -> None:
+        """Note one value the code reads: constants by value, code by fingerprint; other objects
+        (modules, classes, tensors) are not part of the key."""
+        if _is_constant(value) or isinstance(value, enum.Enum):
+            self.parts[label] = _describe_plain(value)
+        elif callable(value) and not isinstance(value, type):
+            name = _qualified_name(_innermost(value))
+            if name not in self.parts:
+                self.parts[name] = "..."  # stands in while walking: breaks cycles of mutual recursion
+                self.parts[name] = self.fingerprint(value)
