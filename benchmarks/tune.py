@@ -187,7 +187,7 @@ def main() -> None:
     import torch
 
     import tilebench as tb
-    from tilebench.compiler.timing import time_call
+    from tilebench.measure.timer import time_call
 
     if options.cold_only:
         return cold_only()

@@ -22,7 +22,7 @@ _LAZY = {
     "cache_info": "tilebench.kernel.cache",
     "clear_cache": "tilebench.kernel.cache",
     "CompileError": "tilebench.compiler.build",
-    "NoDeviceError": "tilebench.compiler.timing",
+    "NoDeviceError": "tilebench.measure.timer",
     "TargetError": "tilebench.compiler.targets",
     "resolve_target": "tilebench.compiler.targets",
     "settings": "tilebench.config",
@@ -36,7 +36,7 @@ _LAZY = {
     "RecordStore": "tilebench.store",
     "has_gpu": "tilebench.compiler.runtime",
     "compare": "tilebench.views.diff",
-    "bench": "tilebench.compiler.timing",
+    "bench": "tilebench.measure.timer",
     "warm_up": "tilebench.tuner.warm",
 }
 

@@ -14,8 +14,9 @@ import time
 
 import pytest
 
-from tilebench.tuner.bench_job import BenchJob, BenchResult, _supply, classify_error
-from tilebench.tuner.bench_worker import BenchmarkWorker
+from tilebench.measure.inputs import supply
+from tilebench.measure.job import BenchJob, BenchResult, classify_error
+from tilebench.measure.worker import BenchmarkWorker
 
 
 class Whoami:
@@ -197,7 +198,7 @@ def test_supplies_are_seeded_and_never_all_zeros(kind, name):
     dtype = getattr(torch, name)
 
     def make(seed: int) -> torch.Tensor:
-        return _supply((64, 64), dtype, kind, torch.Generator().manual_seed(seed), "cpu")
+        return supply((64, 64), dtype, kind, torch.Generator().manual_seed(seed), "cpu")
 
     a = make(0)
     assert a.dtype == dtype and a.shape == (64, 64)
@@ -231,7 +232,7 @@ def test_compare_counts_mismatched_elements_against_the_allowed_ratio():
     got[:10] = float("nan")
     result = job._compare([got], [want])
     assert result.status == "mismatch" and "10.00% of elements differ" in result.message
-    assert job._compare([got[:50]], [want]).message == "output 0: shape (50,), ref (100,)"
+    assert job._compare([got[:50]], [want]).message == "output 0: shape (50,), reference (100,)"
     assert job._compare([], [want]).status == "mismatch"
 
 
@@ -272,8 +273,8 @@ def test_launch_starts_the_worker_ahead_of_the_first_job():
 
 
 UNGUARDED_SCRIPT = """
-from tilebench.tuner.bench_job import BenchResult
-from tilebench.tuner.bench_worker import BenchmarkWorker
+from tilebench.measure.job import BenchResult
+from tilebench.measure.worker import BenchmarkWorker
 
 
 class Ok:

@@ -13,8 +13,8 @@ from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.pool import compile_in_pool
 from tilebench.compiler.runtime import tilelang
 from tilebench.compiler.targets import resolve_target
-from tilebench.tuner.bench_job import BenchJob
-from tilebench.tuner.bench_worker import BenchmarkWorker
+from tilebench.measure.job import BenchJob
+from tilebench.measure.worker import BenchmarkWorker
 
 N = 1 << 20
 OPTIONS = CompileOptions.create(out_idx=[-1])

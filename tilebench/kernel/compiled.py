@@ -7,11 +7,11 @@ from typing import Any
 from tilebench.compiler.build import Build
 from tilebench.compiler.launch import fast_call, generic_call
 from tilebench.compiler.runtime import has_gpu
-from tilebench.compiler.timing import NoDeviceError, time_call
 from tilebench.kernel import observe
 from tilebench.kernel.pointers import tensors_for_addresses
 from tilebench.kernel.tilelang_api import TileLangKernelAPI
 from tilebench.kernel.validate import diagnose
+from tilebench.measure.timer import NoDeviceError, time_call
 
 
 class Kernel(TileLangKernelAPI):

@@ -15,10 +15,10 @@ from typing import Any
 from tilebench.compiler.build import CompileError, compile_primfunc, is_prim_func, kernel_name
 from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.targets import describe_target, resolve_target
-from tilebench.compiler.timing import time_call
 from tilebench.kernel.binder import freeze_key, make_binder, make_key_parser, make_shape_reader
 from tilebench.kernel.compiled import Kernel, PartialKernel
 from tilebench.kernel.placeholders import is_placeholder
+from tilebench.measure.timer import time_call
 
 _LIVE: weakref.WeakSet[JIT] = weakref.WeakSet()
 _MISS = object()

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tilebench.compiler.runtime import tilelang
-from tilebench.compiler.timing import require_gpu, time_call
 from tilebench.kernel import observe
+from tilebench.measure.timer import require_gpu, time_call
 
 
 @functools.cache

@@ -110,21 +110,18 @@ def _restore(namespace: dict[str, Any], saved: dict[str, Any]) -> None:
             namespace[name] = value
 
 
-def _inputs_for(jit: Any, kernel: Any, args: tuple, kwargs: dict, explicit: Any) -> tuple | str:
-    """The tensors to run the kernel with, or why there are none."""
-    from tilebench.kernel.inputs import InputsNeeded, random_inputs
+def _inputs_for(jit: Any, args: tuple, kwargs: dict, explicit: Any) -> tuple | None:
+    """The tensors to run the kernel with: `--inputs`, else the eager call's own tensors; None lets the
+    benchmark worker make random ones from the kernel's parameters."""
     from tilebench.kernel.placeholders import is_placeholder
 
     if explicit is not None:
         return tuple(explicit) if isinstance(explicit, (tuple, list)) else (explicit,)
-    if jit.mode == "eager":
+    if getattr(jit, "mode", None) == "eager":
         runtime = jit.runtime_args(*args, **kwargs)
         if not any(is_placeholder(v) for v in runtime):
             return runtime
-    try:
-        return random_inputs(kernel.name, kernel.specs)
-    except InputsNeeded as exc:
-        return str(exc)
+    return None
 
 
 # The cell's code starts on the editor's line 2 (line 1 is `%%tilelang ...`).
@@ -184,9 +181,9 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
     if result.kernel is not None and not options.no_run and result.run is None:
         problems = result.limit_problems()
         if problems:
-            from tilebench.kernel.trial import RunReport
+            from tilebench.measure.result import Measurement
 
-            result.run = RunReport("skipped", "not launched: " + "; ".join(problems))
+            result.run = Measurement("skipped", "not launched: " + "; ".join(problems))
         else:
             result.run = _run(options, result, namespace)
     if not result.programs and stopped is None:  # a program's own output is not replayed from memory
@@ -197,7 +194,7 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
 def needs_device(error: BaseException) -> bool:
     """True when, without a GPU, the cell's program failed because it needed one (compile-only)."""
     from tilebench.compiler.runtime import has_gpu
-    from tilebench.compiler.timing import NoDeviceError
+    from tilebench.measure.timer import NoDeviceError
 
     if has_gpu():
         return False
@@ -352,19 +349,22 @@ def _needs_arguments(jit: Any) -> bool:
 
 
 def _run(options: Any, result: CellResult, namespace: dict[str, Any]) -> Any:
-    from tilebench.compiler.runtime import has_gpu
-    from tilebench.kernel.trial import RunReport, run_trial
+    """The Run tab: the kernel checked against --ref and timed, in the isolated benchmark worker."""
+    from tilebench.measure.trial import measure_kernel
 
-    if not has_gpu():
-        return RunReport("compile-only", "no CUDA device")
     args, kwargs = result.call
     values = result.values
-    inputs = _inputs_for(result.kernels[result.name], result.kernel, args, kwargs, values.inputs)
-    if isinstance(inputs, str):
-        return RunReport("skipped", inputs)
-    ref, flops, nbytes = values.ref, values.flops, values.nbytes
-    return run_trial(
-        result.kernel, inputs, ref=ref, flops=flops, nbytes=nbytes, rtol=options.rtol, atol=options.atol
+    inputs = _inputs_for(result.kernels[result.name], args, kwargs, values.inputs)
+    return measure_kernel(
+        result.kernel,
+        inputs,
+        ref=values.ref,
+        flops=values.flops,
+        nbytes=values.nbytes,
+        rtol=options.rtol,
+        atol=options.atol,
+        isolated=not options.in_process,
+        timeout_s=options.timeout,
     )
 
 

@@ -55,6 +55,19 @@ class TileLangMagics(Magics):
     @argument("--max-seconds", type=float, help="At most this many seconds for --tune.")
     @argument("--no-run", action="store_true", help="Compile and inspect only.")
     @argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="The Run tab's limit: a kernel still running after it is stopped (timeout) (default 120).",
+    )
+    @argument(
+        "--in-process",
+        action="store_true",
+        help="Run the Run tab's check and timing in the notebook process, not the isolated benchmark "
+        "worker (for debugging: a kernel that faults then takes the notebook down).",
+    )
+    @argument(
         "--force",
         action="store_true",
         help="Ignore the cell cache (and, with --tune, re-measure stored configs).",

@@ -115,8 +115,8 @@ def do_bench_like_tilelang(
     **_: Any,
 ) -> Any:
     """`tilelang.profiler.do_bench` through tilebench's timer (the cell's Run tab lists it)."""
-    from tilebench.compiler.timing import time_call
     from tilebench.kernel import observe
+    from tilebench.measure.timer import time_call
 
     ms = time_call(
         fn,

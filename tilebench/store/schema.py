@@ -11,10 +11,10 @@ import json
 import sqlite3
 from typing import Any, Literal, get_args
 
-Status = Literal["ok", "compile_error", "launch_error", "crash", "timeout", "mismatch", "skipped"]
+from tilebench.measure.result import STATUSES, Status  # one status vocabulary
+
 RunStatus = Literal["running", "stopping", "done", "stopped", "failed"]  # stopping: asked to stop
 
-STATUSES: tuple[str, ...] = get_args(Status)
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 # A config with one of these is measured for good: resume skips it. `skipped` (pruned, never run) is not.
 FINAL_STATUSES: frozenset[str] = frozenset(STATUSES) - {"skipped"}

@@ -188,7 +188,7 @@ class AutoTuner:
         if options.ref is None:
             return None
         if self.ref_latency_cache is None:
-            from tilebench.compiler.timing import time_call
+            from tilebench.measure.timer import time_call
 
             inputs = kernel.get_profiler(options.supply_type)._get_inputs()
             self.ref_latency_cache = time_call(lambda: options.ref(*inputs), options.warmup, options.rep)

@@ -56,7 +56,7 @@ class TuneOptions:
                 isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
             ):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
-        from tilebench.tuner.bench_job import TIMING_BACKENDS
+        from tilebench.measure.timer import TIMING_BACKENDS
 
         if self.backend not in TIMING_BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(TIMING_BACKENDS)}, got {self.backend!r}")
@@ -185,7 +185,7 @@ class TuneSession:
         observers.on_run(run_id)
         should_stop = self._stop_check(observers)
         if self.gpu:  # the benchmark worker warms up (tilelang, CUDA context) while the first batch compiles
-            from tilebench.tuner.bench_worker import shared_worker
+            from tilebench.measure.worker import shared_worker
 
             shared_worker(options.device).launch()
         observers.on_start(self.name, params, total)
@@ -301,7 +301,7 @@ class TuneSession:
         """Compile the batch in the pool; benchmark each config as soon as its compile is done."""
         from tilebench.compiler.pool import START_FAILED as COMPILE_START_FAILED
         from tilebench.compiler.pool import CompileRequest, shared_pool
-        from tilebench.tuner.bench_worker import START_FAILED as BENCH_START_FAILED
+        from tilebench.measure.worker import START_FAILED as BENCH_START_FAILED
 
         options = self.options
         kwargs = self.jit.options.tilelang_kwargs(self.target)
@@ -339,8 +339,8 @@ class TuneSession:
             finished.close()
 
     def _bench(self, config: dict, request: Any, compile_s: float) -> Record:
-        from tilebench.tuner.bench_job import BenchJob
-        from tilebench.tuner.bench_worker import shared_worker
+        from tilebench.measure.job import BenchJob
+        from tilebench.measure.worker import shared_worker
 
         options = self.options
         job = BenchJob.create(

@@ -21,6 +21,6 @@ def warm_up(device: int = 0) -> None:
 
     server.start()
     if gpu_present():
-        from tilebench.tuner.bench_worker import shared_worker
+        from tilebench.measure.worker import shared_worker
 
         shared_worker(device).launch()

@@ -36,29 +36,32 @@ def without_line_directives(source: str | None) -> str | None:
 
 
 def run_html(run: Any) -> str:
-    """The Run tab's table from a RunReport (plain data)."""
+    """The Run tab's table from a Measurement (plain data)."""
     if run is None:
         return "<p>not run (--no-run)</p>"
     if hasattr(run, "rows"):  # a whole-program cell: what its own code measured, by cell line
         return program_run_html(run)
-    if run.status in ("compile-only", "skipped", "error"):
-        return f"<p class='tilebench-run-{run.status}'><b>{html.escape(run.status)}</b>: {html.escape(run.message)}</p>"
-    rows = [("device", run.device), ("median latency", f"{run.latency_ms:.4f} ms")]
+    if run.median_ms is None:
+        return (
+            f"<p class='tilebench-run-{html.escape(run.status)}'><b>{html.escape(run.status)}</b>: "
+            f"{html.escape(run.message)}</p>"
+        )
+    rows = [("device", run.device), ("median latency", f"{run.median_ms:.4f} ms")]
+    if run.min_ms is not None and run.max_ms is not None:
+        rows.append(("min / max", f"{run.min_ms:.4f} / {run.max_ms:.4f} ms over {run.n} calls"))
     if run.tflops is not None:
         rows.append(("throughput", f"{run.tflops:.1f} TFLOP/s"))
     if run.gbps is not None:
         rows.append(("bandwidth", f"{run.gbps:.0f} GB/s"))
     if run.percent_of_peak is not None:
         rows.append(("of measured peak", f"{run.percent_of_peak:.1f}% ({run.peak})"))
-    if run.passed is not None:
-        verdict = "✔ pass" if run.passed else f"✘ {run.message}"
-        rows += [
-            ("check", verdict),
-            ("max abs error", f"{run.max_abs_error:.3g}"),
-            ("max rel error", f"{run.max_rel_error:.3g}"),
-        ]
+    if run.checked:
+        verdict = "✔ pass" if run.status == "ok" else f"✘ {run.message}"
+        rows += [("check", verdict), ("max abs error", f"{run.max_abs_error:.3g}")]
+        if run.max_rel_error is not None:
+            rows.append(("max rel error", f"{run.max_rel_error:.3g}"))
     if run.speedup is not None:
-        rows += [("reference", f"{run.ref_latency_ms:.4f} ms"), ("speedup", f"{run.speedup:.2f}×")]
+        rows += [("reference", f"{run.ref_ms:.4f} ms"), ("speedup", f"{run.speedup:.2f}×")]
     body = "".join(
         f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
         for k, v in rows

@@ -24,7 +24,7 @@ from typing import Any
 
 from tilebench.compiler.pool import _die_with_parent, readable_error, script_hint
 from tilebench.compiler.runtime import prepare_environment
-from tilebench.tuner.bench_job import BenchResult, preload, run_job
+from tilebench.measure.job import BenchResult, preload, run_job
 
 _START_TIMEOUT = 300.0  # importing tilelang and opening a CUDA context; not counted against a job's timeout
 _POLL_S = 0.2  # waits are sliced so Ctrl-C lands promptly whichever thread the signal reaches

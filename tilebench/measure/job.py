@@ -1,9 +1,10 @@
-"""One benchmark job: load a compiled kernel, check it against a reference, time it (runs in a bench worker).
+"""One measurement job: load a compiled kernel, check it against a reference, time it.
 
-A ``BenchJob`` is a picklable dataclass whose ``__call__`` runs in the worker process and returns a
-``BenchResult`` (plain data, never an exception). The worker keeps the last inputs and a few reference
-outputs, so configs of one kernel share one reference run. Inputs come from ``supply_type`` (tilelang's
-``TensorSupplyType`` names) and ``seed``; a zero supply is refused, since it hides kernels that write nothing.
+A ``BenchJob`` is a picklable dataclass whose ``__call__`` runs in the isolated benchmark worker (or, on
+request, in the calling process) and returns a ``Measurement`` (plain data, never an exception). The
+worker keeps the last inputs and a few reference outputs, so configs of one kernel share one reference
+run. Inputs come from ``supply_type`` (tilelang's ``TensorSupplyType`` names) and ``seed``, or are the
+caller's own; a zero supply is refused, since it hides kernels that write nothing.
 """
 
 from __future__ import annotations
@@ -15,21 +16,23 @@ import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from tilebench.compiler.pool import readable_error
-from tilebench.kernel.trial import output_tensors
+from tilebench.measure.check import compare
+from tilebench.measure.inputs import SUPPLY_TYPES, InputParam, output_tensors, supply, torch_dtype
+from tilebench.measure.result import Measurement, Status
+from tilebench.measure.timer import TIMING_BACKENDS, event_times
+
+BenchResult = Measurement
 
 if TYPE_CHECKING:
     from tvm.tirx import PrimFunc
 
     from tilebench.compiler.pool import CompileRequest
 
-Status = Literal["ok", "compile_error", "launch_error", "crash", "timeout", "mismatch", "skipped"]
 InputSpec = Sequence[tuple[Sequence[int], Any]]  # (shape, dtype: a name like "float16" or a torch.dtype)
 
-# auto: as tilelang (uniform(-1, 1) floats, small ints); normal is tilelang's N(-1, 1), randn N(0, 1).
-SUPPLY_TYPES = ("auto", "integer", "uniform", "normal", "randn", "one")
 # Errors after which the CUDA context is unusable: the worker answers, then exits, and is respawned.
 _STICKY = re.compile(
     r"illegal (memory access|address|instruction)|misaligned address|unspecified launch failure"
@@ -38,41 +41,14 @@ _STICKY = re.compile(
     r"|CUDA_ERROR_(ILLEGAL_ADDRESS|MISALIGNED_ADDRESS|LAUNCH_FAILED|ASSERT|ILLEGAL_INSTRUCTION)",
     re.IGNORECASE,
 )
-_MAX_REPS = 10_000
-TIMING_BACKENDS = ("event", "cupti", "cudagraph")
 _REF_CACHE_SIZE = 4
 _inputs_cache: dict[tuple, list[Any]] = {}  # worker-process state: at most one entry
 _ref_cache: dict[tuple, list[Any]] = {}
-_flush: dict[int, Any] = {}  # device index -> 256 MB buffer zeroed before each timed call (cold L2)
 
 
 def classify_error(text: str) -> Status:
     """The status for a CUDA error's text: "crash" when sticky (the context is dead), else "launch_error"."""
     return "crash" if _STICKY.search(text) else "launch_error"
-
-
-@dataclasses.dataclass
-class BenchResult:
-    """What one job measured. Times are milliseconds per call; ``quick_ms`` is the early-stop estimate."""
-
-    status: Status
-    message: str = ""
-    median_ms: float | None = None
-    min_ms: float | None = None
-    max_ms: float | None = None
-    n: int = 0
-    quick_ms: float | None = None
-    full: bool = False
-    tflops: float | None = None
-    gbps: float | None = None
-    max_abs_error: float | None = None
-    mismatch_ratio: float | None = None
-    seconds: float = 0.0
-    label: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
 
 
 def run_job(job: Callable[[], BenchResult]) -> BenchResult:
@@ -122,8 +98,8 @@ class BenchJob:
     supply_type: Any = "auto"
     seed: int = 0
     ref: bytes | None = None
-    rtol: float = 1e-2
-    atol: float = 1e-2
+    rtol: float | None = 1e-2  # None: by dtype (measure.check.default_tolerance)
+    atol: float | None = 1e-2
     max_mismatched_ratio: float = 0.01
     skip_check: bool = False
     manual_check: bytes | None = None
@@ -138,6 +114,8 @@ class BenchJob:
     device_index: int = 0
     timing_backend: str = "event"  # "event" (CUDA events) or tilelang's "cupti" / "cudagraph"
     supply_prog: bytes | None = None  # cloudpickled supply_prog(params) -> input tensors
+    input_values: list[Any] | None = None  # the caller's own inputs (CPU tensors, scalars), used as given
+    time_ref: bool = False  # also time the reference on the same inputs (Measurement.ref_ms)
 
     def __post_init__(self) -> None:
         if self.timing_backend not in TIMING_BACKENDS:
@@ -192,7 +170,10 @@ class BenchJob:
         except Exception as exc:
             return BenchResult("compile_error", readable_error(exc))
         try:
-            inputs = self._inputs(self._input_spec(kernel, func), device)
+            if self.input_values is not None:
+                inputs = [v.to(device) if hasattr(v, "to") else v for v in self.input_values]
+            else:
+                inputs = self._inputs(self._input_spec(kernel, func), device)
         except Exception as exc:
             return _failure("skipped", "no inputs: ", exc)
         try:
@@ -208,15 +189,31 @@ class BenchJob:
         check = BenchResult("ok")
         if want is not None:
             try:
-                check = self._compare(got or output_tensors(args[len(args) - len(want) :]), want)
+                check = self._compare(got or output_tensors(args[len(args) - len(want) :]), want, inputs)
             except Exception as exc:
                 return _failure("mismatch", "the check failed: ", exc)
             if not check.ok:
                 return check
         try:
-            return self._time(lambda: kernel(*inputs), device, check)
+            timed = self._time(lambda: kernel(*inputs), device, check)
         except Exception as exc:
             return _failure("launch_error", "while timing: ", exc)
+        timed.device = torch.cuda.get_device_name(device)
+        if self.time_ref and self.ref is not None and timed.median_ms is not None:
+            try:
+                timed.ref_ms = self._time_ref(inputs, device)
+            except Exception as exc:
+                timed.message = f"the reference could not be timed: {readable_error(exc)}"
+        return timed
+
+    def _time_ref(self, inputs: list[Any], device: Any) -> float:
+        import cloudpickle
+
+        from tilebench.measure.timer import summarize
+
+        assert self.ref is not None
+        ref, args = cloudpickle.loads(self.ref), _clone(inputs)
+        return summarize(event_times(lambda: ref(*args), device, self.warmup_ms, self.rep_ms))
 
     def _load(self) -> tuple[Any, Any]:
         from tilebench.compiler.runtime import tilelang
@@ -241,14 +238,14 @@ class BenchJob:
             if param.is_output:
                 continue
             if param.kind != "tensor" or not all(isinstance(d, int) for d in param.shape):
-                raise ValueError(f"cannot make up {param.describe()}; give BenchJob.inputs")
+                raise ValueError(
+                    f"cannot make up {param.describe()}; pass the inputs (--inputs in %%tilelang)"
+                )
             spec.append((tuple(param.shape), param.dtype))
         return tuple(spec)
 
     def _inputs(self, spec: tuple, device: Any) -> list[Any]:
         import torch
-
-        from tilebench.kernel.inputs import torch_dtype
 
         key = (spec, self.supply_type, self.seed, self.device_index, self.supply_prog)
         if key in _inputs_cache:
@@ -259,7 +256,7 @@ class BenchJob:
         else:
             generator = torch.Generator(device=device).manual_seed(self.seed)
             made = [
-                _supply(shape, torch_dtype(name), self.supply_type, generator, device) for shape, name in spec
+                supply(shape, torch_dtype(name), self.supply_type, generator, device) for shape, name in spec
             ]
         if self.cache_input_tensors:
             _inputs_cache[key] = made
@@ -268,8 +265,6 @@ class BenchJob:
     def _supplied(self, spec: tuple, device: Any) -> list[Any]:
         """The inputs from the user's supply_prog(params), as tilelang's (params have .shape, .dtype)."""
         import cloudpickle
-
-        from tilebench.kernel.inputs import torch_dtype
 
         assert self.supply_prog is not None
         params = [InputParam(shape, torch_dtype(name), device) for shape, name in spec]
@@ -297,50 +292,29 @@ class BenchJob:
             )  # a ref returning nothing wrote its last arg
         return _ref_cache[key]
 
-    def _compare(self, got: list[Any], want: list[Any]) -> BenchResult:
+    def _compare(self, got: list[Any], want: list[Any], inputs: list[Any] = ()) -> Measurement:
         if self.manual_check is not None:
             import cloudpickle
 
             if cloudpickle.loads(self.manual_check)(got, want) is False:
-                return BenchResult("mismatch", "manual_check returned False")
-            return BenchResult("ok")
-        import torch
-
-        if len(got) != len(want):
-            return BenchResult("mismatch", f"the kernel gave {len(got)} outputs, the reference {len(want)}")
-        worst, max_abs, message = 0.0, 0.0, ""
-        for index, (g, w) in enumerate(zip(got, want)):
-            if tuple(g.shape) != tuple(w.shape):
-                return BenchResult(
-                    "mismatch", f"output {index}: shape {tuple(g.shape)}, ref {tuple(w.shape)}"
-                )
-            g32, w32 = g.detach().float(), w.detach().to(g.device).float()
-            close = torch.isclose(g32, w32, rtol=self.rtol, atol=self.atol, equal_nan=True)
-            ratio = float((~close).sum()) / max(close.numel(), 1)
-            if g32.numel():
-                max_abs = max(max_abs, float((g32 - w32).abs().nan_to_num(float("inf")).max()))
-            if ratio > self.max_mismatched_ratio and not message:
-                message = (
-                    f"output {index}: {ratio:.2%} of elements differ beyond rtol={self.rtol:g}, "
-                    f"atol={self.atol:g} (allowed {self.max_mismatched_ratio:.2%})"
-                )
-            worst = max(worst, ratio)
-        status: Status = "mismatch" if message else "ok"
-        return BenchResult(status, message, max_abs_error=max_abs, mismatch_ratio=worst)
+                return Measurement("mismatch", "manual_check returned False")
+            return Measurement("ok")
+        dtypes = [x.dtype for x in output_tensors(inputs)]
+        return compare(got, want, self.rtol, self.atol, self.max_mismatched_ratio, dtypes)
 
     def _time(self, fn: Callable[[], Any], device: Any, check: BenchResult) -> BenchResult:
         if self.timing_backend != "event":
             return self._time_with_tilelang(fn, device, check)
         quick = None
         if self.full_if_within is not None and self.quick_rep_ms:
-            times = _event_times(fn, device, self.warmup_ms, self.quick_rep_ms)
+            times = event_times(fn, device, self.warmup_ms, self.quick_rep_ms)
             quick = statistics.median(times)
             best = self.best_so_far_ms
             if best is not None and quick > self.full_if_within * best:
                 return self._stats(times, check, quick, full=False)
-            times = _event_times(fn, device, 0.0, self.rep_ms)  # already warm
+            times = event_times(fn, device, 0.0, self.rep_ms)  # already warm
         else:
-            times = _event_times(fn, device, self.warmup_ms, self.rep_ms)
+            times = event_times(fn, device, self.warmup_ms, self.rep_ms)
         return self._stats(times, check, quick, full=True)
 
     def _time_with_tilelang(self, fn: Callable[[], Any], device: Any, check: BenchResult) -> BenchResult:
@@ -383,74 +357,10 @@ class BenchJob:
         )
 
 
-@dataclasses.dataclass
-class InputParam:
-    """What supply_prog gets for each input: its shape, torch dtype and device (as tilelang's KernelParam)."""
-
-    shape: tuple[int, ...]
-    dtype: Any
-    device: Any
-
-
 def _failure(status: Status, prefix: str, exc: Exception) -> BenchResult:
     text = readable_error(exc)
     return BenchResult("crash" if _STICKY.search(text) else status, prefix + text)
 
 
 def _clone(inputs: list[Any]) -> list[Any]:
-    return [x.clone() for x in inputs]
-
-
-def _supply(shape: tuple[int, ...], dtype: Any, kind: str, generator: Any, device: Any) -> Any:
-    """One input tensor; never all zeros (ints are drawn from {-2..2}, unsigned from {0, 1, 2})."""
-    import torch
-
-    if kind == "one":
-        return torch.ones(shape, dtype=dtype, device=device)
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=generator, device=device).bool()
-    low, high = (-2, 3) if dtype.is_signed else (0, 3)
-    if dtype.is_floating_point and kind == "auto" and dtype.itemsize == 1:
-        low, high = -128, 128  # float8, as tilelang's auto supply
-    elif dtype.is_floating_point and kind != "integer":
-        wide = torch.empty(shape, dtype=torch.float32, device=device)
-        if kind == "randn":
-            wide.normal_(0.0, 1.0, generator=generator)
-        elif kind == "normal":
-            wide.normal_(-1.0, 1.0, generator=generator)
-        else:
-            wide.uniform_(-1.0, 1.0, generator=generator)
-        return wide.to(dtype)
-    return torch.randint(low, high, shape, generator=generator, device=device).to(dtype)
-
-
-def _event_times(fn: Callable[[], Any], device: Any, warmup_ms: float, rep_ms: float) -> list[float]:
-    """Milliseconds per call from CUDA events, L2 flushed before each call (as triton's do_bench)."""
-    import torch
-
-    if device.index not in _flush:
-        _flush[device.index] = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device=device)
-    flush = _flush[device.index]
-    fn()
-    torch.cuda.synchronize(device)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        flush.zero_()
-        fn()
-    end.record()
-    end.synchronize()
-    estimate = max(start.elapsed_time(end) / 5, 1e-3)
-    for _ in range(max(1, int(warmup_ms / estimate))):
-        fn()
-    count = min(_MAX_REPS, max(1, int(rep_ms / estimate)))
-    events = [
-        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)
-    ]
-    for begin, finish in events:
-        flush.zero_()
-        begin.record()
-        fn()
-        finish.record()
-    torch.cuda.synchronize(device)
-    return [begin.elapsed_time(finish) for begin, finish in events]
+    return [x.clone() if hasattr(x, "clone") else x for x in inputs]

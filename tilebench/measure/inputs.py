@@ -1,13 +1,19 @@
-"""Random inputs for a compiled kernel, built from its parameter specs (never zeros)."""
+"""Inputs for measuring a kernel: random tensors from its parameter specs or a supply type (never zeros),
+and the tensors in what a kernel returns."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tilebench.compiler.schema import ParamSpec
 
 # tilelang dtype names that torch spells differently
 _TORCH_DTYPE_NAMES = {"float8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2", "bool": "bool"}
+
+
+# auto: as tilelang (uniform(-1, 1) floats, small ints); normal is tilelang's N(-1, 1), randn N(0, 1).
+SUPPLY_TYPES = ("auto", "integer", "uniform", "normal", "randn", "one")
 
 
 class InputsNeeded(ValueError):
@@ -62,3 +68,46 @@ def random_inputs(kernel: str, specs: tuple[ParamSpec, ...], device: str = "cuda
             tensor = base.as_strided(tuple(spec.shape), tuple(spec.strides))
         inputs.append(tensor)
     return tuple(inputs)
+
+
+@dataclasses.dataclass
+class InputParam:
+    """What supply_prog gets for each input: its shape, torch dtype and device (as tilelang's KernelParam)."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+    device: Any
+
+
+def supply(shape: tuple[int, ...], dtype: Any, kind: str, generator: Any, device: Any) -> Any:
+    """One input tensor; never all zeros (ints are drawn from {-2..2}, unsigned from {0, 1, 2})."""
+    import torch
+
+    if kind == "one":
+        return torch.ones(shape, dtype=dtype, device=device)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=generator, device=device).bool()
+    low, high = (-2, 3) if dtype.is_signed else (0, 3)
+    if dtype.is_floating_point and kind == "auto" and dtype.itemsize == 1:
+        low, high = -128, 128  # float8, as tilelang's auto supply
+    elif dtype.is_floating_point and kind != "integer":
+        wide = torch.empty(shape, dtype=torch.float32, device=device)
+        if kind == "randn":
+            wide.normal_(0.0, 1.0, generator=generator)
+        elif kind == "normal":
+            wide.normal_(-1.0, 1.0, generator=generator)
+        else:
+            wide.uniform_(-1.0, 1.0, generator=generator)
+        return wide.to(dtype)
+    return torch.randint(low, high, shape, generator=generator, device=device).to(dtype)
+
+
+def output_tensors(value: Any) -> list[Any]:
+    """The tensors in a kernel's result: one tensor, or those in a list/tuple."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    return []

@@ -29,7 +29,7 @@ _MEMO: dict[str, Peaks] = {}
 def _measure(device: str) -> Peaks:
     import torch
 
-    from tilebench.compiler.timing import time_call
+    from tilebench.measure.timer import time_call
 
     n = 8192
     a = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -46,7 +46,7 @@ def measured_peaks() -> Peaks:
     """This GPU's peaks; measured on first use (about two seconds), then read from the cache dir."""
     import torch
 
-    from tilebench.compiler.timing import require_gpu
+    from tilebench.measure.timer import require_gpu
 
     require_gpu("measuring the device's peaks")
     device = f"{torch.cuda.get_device_name()} / torch {torch.__version__}"

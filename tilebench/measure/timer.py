@@ -1,0 +1,129 @@
+"""The one timer: CUDA events with the L2 flushed before each call (as triton's do_bench), or tilelang's
+CUPTI and CUDA-graph backends. The benchmark worker and in-process timing (`kernel.bench`, `tb.bench`,
+the profiler's `do_bench`) use the same code, so their figures compare."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tilebench.compiler.runtime import has_gpu, tilelang
+
+TIMING_BACKENDS = ("event", "cupti", "cudagraph")
+_MAX_REPS = 10_000
+_flush: dict[int, Any] = {}  # device index -> 256 MB buffer zeroed before each timed call (cold L2)
+
+
+class NoDeviceError(RuntimeError):
+    """The work needs a CUDA device and this machine has none (compile-only)."""
+
+
+def require_gpu(what: str) -> None:
+    if not has_gpu():
+        raise NoDeviceError(
+            f"{what} needs a CUDA device; this machine has none (compile-only mode: "
+            "compiling, TIR, CUDA source and layouts still work)"
+        )
+
+
+def time_call(
+    fn: Callable[[], Any],
+    warmup: float = 25,
+    rep: float = 100,
+    backend: str = "event",
+    *,
+    return_mode: str = "median",
+    n_warmup: int = 0,
+    n_repeat: int = 0,
+    quantiles: list[float] | None = None,
+) -> Any:
+    """Milliseconds per call (the median unless `return_mode` says otherwise; a list for `quantiles`).
+
+    warmup and rep are milliseconds, as in triton's do_bench; n_warmup/n_repeat override them by count.
+    """
+    require_gpu("timing a kernel")
+    if backend == "event":
+        import torch
+
+        times = event_times(
+            fn, torch.device("cuda", torch.cuda.current_device()), warmup, rep, n_warmup, n_repeat
+        )
+        return summarize(times, return_mode, quantiles)
+    tilelang()
+    from tilelang.profiler import do_bench
+
+    result = do_bench(
+        fn,
+        warmup=warmup,
+        rep=rep,
+        _n_warmup=n_warmup,
+        _n_repeat=n_repeat,
+        quantiles=quantiles,
+        backend=backend,
+        return_mode=return_mode,
+    )
+    return [float(q) for q in result] if isinstance(result, (list, tuple)) else float(result)
+
+
+def summarize(times: list[float], return_mode: str = "median", quantiles: list[float] | None = None) -> Any:
+    """One figure from per-call times (or a list, one per quantile), as tilelang's do_bench reports."""
+    import statistics
+
+    if quantiles:
+        ordered = sorted(times)
+        return [ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in quantiles]
+    modes = {"median": statistics.median, "mean": statistics.fmean, "min": min, "max": max}
+    if return_mode not in modes:
+        raise ValueError(f"return_mode must be one of {', '.join(modes)}, got {return_mode!r}")
+    return float(modes[return_mode](times))
+
+
+def bench(
+    fn: Callable[..., Any],
+    *args: Any,
+    warmup: float = 25,
+    rep: float = 100,
+    backend: str = "event",
+    **kwargs: Any,
+) -> float:
+    """`tb.bench(torch.matmul, A, B)`: median milliseconds of `fn(*args, **kwargs)` on the GPU, timed as
+    tilebench times kernels (L2 flushed between calls), so the two compare fairly."""
+    if not callable(fn):
+        raise TypeError(f"bench() takes a callable first, not {type(fn).__name__}")
+    if backend not in TIMING_BACKENDS:
+        raise ValueError(f"bench(): backend must be one of {', '.join(TIMING_BACKENDS)}, not {backend!r}")
+    return time_call(lambda: fn(*args, **kwargs), warmup=warmup, rep=rep, backend=backend)
+
+
+def event_times(
+    fn: Callable[[], Any], device: Any, warmup_ms: float, rep_ms: float, n_warmup: int = 0, n_repeat: int = 0
+) -> list[float]:
+    """Milliseconds per call from CUDA events, L2 flushed before each call (as triton's do_bench)."""
+    import torch
+
+    if device.index not in _flush:
+        _flush[device.index] = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device=device)
+    flush = _flush[device.index]
+    fn()
+    torch.cuda.synchronize(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        flush.zero_()
+        fn()
+    end.record()
+    end.synchronize()
+    estimate = max(start.elapsed_time(end) / 5, 1e-3)
+    for _ in range(n_warmup or max(1, int(warmup_ms / estimate))):
+        fn()
+    count = n_repeat or min(_MAX_REPS, max(1, int(rep_ms / estimate)))
+    events = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)
+    ]
+    for begin, finish in events:
+        flush.zero_()
+        begin.record()
+        fn()
+        finish.record()
+    torch.cuda.synchronize(device)
+    return [begin.elapsed_time(finish) for begin, finish in events]
