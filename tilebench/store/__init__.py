@@ -25,7 +25,7 @@ from tilebench.store.schema import (
     config_hash,
     tuning_key,
 )
-from tilebench.store.store import RecordStore, RecordStoreError, default_store
+from tilebench.store.store import RecordStore, RecordStoreError, RecordStoreWarning, default_store
 
 if TYPE_CHECKING:
     import pandas
@@ -37,6 +37,7 @@ __all__ = [
     "Record",
     "RecordStore",
     "RecordStoreError",
+    "RecordStoreWarning",
     "RunInfo",
     "RunStatus",
     "Status",

@@ -12,14 +12,20 @@ import sqlite3
 from typing import Any, Literal, get_args
 
 Status = Literal["ok", "compile_error", "launch_error", "crash", "timeout", "mismatch", "skipped"]
-RunStatus = Literal["running", "stopping", "done", "stopped", "failed"]  # stopping: asked to stop
+# stopping: asked to stop; died: its process is gone (killed, crashed) without finishing the run
+RunStatus = Literal["running", "stopping", "done", "stopped", "failed", "died"]
 
 STATUSES: tuple[str, ...] = get_args(Status)
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 # A config with one of these is measured for good: resume skips it. `skipped` (pruned, never run) is not.
 FINAL_STATUSES: frozenset[str] = frozenset(STATUSES) - {"skipped"}
+# A run with one of these has a process working on it (or had one, until it is found gone).
+ACTIVE_RUN_STATUSES: frozenset[str] = frozenset({"running", "stopping"})
 
-SCHEMA_VERSION = 1
+# PRAGMA application_id of a tilebench store ("tbrs"); files of version 1 have none (0).
+APPLICATION_ID = 0x74627273
+SCHEMA_VERSION = 2
+TABLES = frozenset({"runs", "records", "resumed"})
 
 # Each statement is a no-op once its object exists, so running them on every connect is cheap.
 SCHEMA = (
@@ -33,7 +39,7 @@ SCHEMA = (
         status TEXT NOT NULL,
         started REAL NOT NULL, finished REAL,
         best_latency_ms REAL, best_config_json TEXT,
-        notebook TEXT, pid INTEGER, heartbeat REAL)""",
+        notebook TEXT, pid INTEGER, heartbeat REAL, host TEXT)""",
     """CREATE TABLE IF NOT EXISTS records (
         id INTEGER PRIMARY KEY,
         run_id TEXT, key TEXT NOT NULL, kernel TEXT,
@@ -43,9 +49,18 @@ SCHEMA = (
         tflops REAL, gbps REAL,
         created REAL NOT NULL,
         extra_json TEXT)""",
+    # The stored records a run answered from earlier runs instead of measuring them again (resume).
+    """CREATE TABLE IF NOT EXISTS resumed (
+        run_id TEXT NOT NULL, record_id INTEGER NOT NULL,
+        PRIMARY KEY (run_id, record_id)) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS records_by_key_config ON records (key, config_hash)",
     "CREATE INDEX IF NOT EXISTS records_by_run ON records (run_id)",
 )
+
+# Statements that bring a file of version N-1 to version N, run before SCHEMA (which adds new tables).
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: ("ALTER TABLE runs ADD COLUMN host TEXT",),
+}
 
 RECORD_COLUMNS = (
     "run_id",
@@ -199,8 +214,9 @@ class RunInfo:
     started: float
     finished: float | None = None
     total: int | None = None
-    count: int = 0  # records stored for this run
+    count: int = 0  # records of this run: measured by it, or answered from earlier runs (resumed)
     counts: dict[str, int] = dataclasses.field(default_factory=dict)  # records per status
+    resumed: int = 0  # of count, answered from earlier runs
     best_latency_ms: float | None = None
     best_config: dict[str, Any] | None = None
     source_hash: str | None = None
@@ -211,7 +227,8 @@ class RunInfo:
     strategy: str | None = None
     notebook: str | None = None
     pid: int | None = None
-    heartbeat: float | None = None
+    heartbeat: float | None = None  # time.time() of the last sign of life from the run's process
+    host: str | None = None  # where the run's process runs
 
     @property
     def progress(self) -> float | None:
@@ -219,7 +236,7 @@ class RunInfo:
         return min(1.0, self.count / self.total) if self.total else None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row, counts: dict[str, int]) -> RunInfo:
+    def from_row(cls, row: sqlite3.Row, counts: dict[str, int], resumed: int = 0) -> RunInfo:
         return cls(
             run_id=row["run_id"],
             kernel=row["kernel"],
@@ -230,6 +247,7 @@ class RunInfo:
             total=row["total"],
             count=sum(counts.values()),
             counts=counts,
+            resumed=resumed,
             best_latency_ms=row["best_latency_ms"],
             best_config=_loads(row["best_config_json"]),
             source_hash=row["source_hash"],
@@ -241,4 +259,5 @@ class RunInfo:
             notebook=row["notebook"],
             pid=row["pid"],
             heartbeat=row["heartbeat"],
+            host=row["host"],
         )

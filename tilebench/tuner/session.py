@@ -15,6 +15,7 @@ from typing import Any
 
 from tilebench.kernel.describe import describe_value
 from tilebench.store import Record, RecordStore, config_hash, default_store, tuning_key
+from tilebench.store.liveness import Heartbeat
 from tilebench.tuner.result import TuneResult
 
 
@@ -144,7 +145,8 @@ class TuneSession:
             ", ".join(f"{k}={describe_value(v)}" for k, v in space.fixed.items()) + f" | {jit.options!r}"
         )
         source_hash = hashlib.sha256(jit.source.encode()).hexdigest()
-        self.key = tuning_key(source_hash, signature, self.target_text, tilelang().__version__)
+        self.tilelang_version = tilelang().__version__
+        self.key = tuning_key(source_hash, signature, self.target_text, self.tilelang_version)
         self.key_parts = {"source_hash": source_hash, "signature": signature}
         store = options.store
         self.store = (
@@ -176,6 +178,7 @@ class TuneSession:
             strategy=str(getattr(strategy, "__name__", options.strategy)).rsplit(".", 1)[-1],
             notebook=_notebook_path(),
             total=total,
+            tilelang_version=self.tilelang_version,
             **self.key_parts,
         )
         self.run_id, started = run_id, time.monotonic()
@@ -193,6 +196,7 @@ class TuneSession:
             should_stop=should_stop,
         )
         status = "done"
+        heartbeat = Heartbeat(self.store, run_id).start()  # so others can tell the run from a dead one
         try:
             strategy.search(
                 self.space, lambda batch: self._evaluate(batch, known, observers, should_stop), budget
@@ -205,6 +209,7 @@ class TuneSession:
             status = "failed"
             raise
         finally:
+            heartbeat.stop()
             self.store.finish_run(run_id, status)
             observers.on_finish(status)
         if status == "stopped":
@@ -234,7 +239,7 @@ class TuneSession:
             now = time.monotonic()
             if not asked and now - last >= every_s:
                 last = now
-                asked = self.store.run_status(self.run_id) == "stopping"
+                asked = self.store.run_status(self.run_id) in ("stopping", "died")
             return asked or observers.should_stop()
 
         return should_stop
@@ -248,6 +253,8 @@ class TuneSession:
         if store:
             record.run_id = self.run_id
             self.store.add_record(record)
+        else:  # answered from an earlier run: listed under this one too
+            self.store.add_resumed(self.run_id, [record])
         self.records.append(record)
         if record.status == "ok" and record.median_ms is not None:
             self.best_ms = record.median_ms if self.best_ms is None else min(self.best_ms, record.median_ms)
