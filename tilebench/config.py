@@ -60,7 +60,7 @@ def own_folder(path: Path) -> Path:
 
 
 def make_private_dir(path: Path) -> Path:
-    """Create `path` and its missing parents as 0700 folders; folders that exist already are left as they are."""
+    """Create `path` and its missing parents as 0700 folders; existing folders are left as they are."""
     missing = []
     for folder in (path, *path.parents):
         if folder.exists():

@@ -1,6 +1,7 @@
 """Runs know when their process is gone: host, pid and heartbeat in the store; `died` in every listing;
 Stop on such a run marks it so. The killed process is a real tuning run, SIGKILLed mid-run."""
 
+import contextlib
 import os
 import signal
 import socket
@@ -37,7 +38,7 @@ if __name__ == "__main__":
 
 def stored_row(store: RecordStore, run_id: str) -> sqlite3.Row:
     """The run's row as stored, read with plain sqlite3 (no liveness applied)."""
-    with sqlite3.connect(store.path) as conn:
+    with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as conn:
         conn.row_factory = sqlite3.Row
         return conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
 
@@ -109,7 +110,9 @@ def test_stop_on_a_stopping_run_whose_process_is_gone_marks_it_died(tmp_path):
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     run_id = child.stdout.strip()
-    with sqlite3.connect(store.path) as conn:  # Stop was pressed, then the process went away
+    with contextlib.closing(
+        sqlite3.connect(store.path, isolation_level=None)
+    ) as conn:  # Stop was pressed, then the process went away
         conn.execute("UPDATE runs SET status = 'stopping' WHERE run_id = ?", (run_id,))
     assert store.run(run_id).status == "died"
     assert store.request_stop(run_id) is False
@@ -120,7 +123,9 @@ def test_a_run_on_another_host_dies_only_when_its_heartbeat_is_stale(tmp_path):
     store = RecordStore(tmp_path / "records.sqlite")
     fresh, stale = store.start_run("gemm"), store.start_run("gemm")
     now = time.time()
-    with sqlite3.connect(store.path) as conn:  # a pid that means nothing here, on a host that is not this one
+    with contextlib.closing(
+        sqlite3.connect(store.path, isolation_level=None)
+    ) as conn:  # a pid that means nothing here, on a host that is not this one
         conn.execute(
             "UPDATE runs SET host = 'elsewhere', pid = 1, heartbeat = ? WHERE run_id = ?", (now, fresh)
         )

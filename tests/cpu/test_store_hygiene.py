@@ -1,6 +1,7 @@
 """The record store checks a file is its own before changing it, migrates version-1 files, keeps its files
 private, skips malformed rows with a warning, and lists the records a resumed run answered from the store."""
 
+import contextlib
 import hashlib
 import os
 import sqlite3
@@ -40,7 +41,7 @@ def sqlite_file(path, *statements) -> str:
 
 def untouched(path, digest) -> bool:
     """The file has its old bytes, is still in rollback-journal mode, and got no WAL beside it."""
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
     wal = path.with_name(path.name + "-wal")
     return hashlib.sha256(path.read_bytes()).hexdigest() == digest and mode == "delete" and not wal.exists()
@@ -97,7 +98,7 @@ def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):
     [run] = store.runs()
     assert (run.run_id, run.status, run.count, run.host, run.best_latency_ms) == ("old", "done", 1, None, 0.5)
     assert store.records(run_id="old")[0].config == {"block_M": 64}
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
         assert "host" in [row[1] for row in conn.execute("PRAGMA table_info(runs)")]
@@ -131,7 +132,7 @@ def tampered(tmp_path):
             [Record({"block_M": m}, "ok", median_ms=m / 100, run_id=run_id) for m in (64, 128, 256)]
         )
     ]
-    with sqlite3.connect(store.path) as conn:
+    with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as conn:
         conn.execute("UPDATE records SET config_json = '{\"block_M\": 12' WHERE id = ?", (ids[1],))
         conn.execute("UPDATE runs SET space_json = 'not json' WHERE run_id = ?", (run_id,))
     return store, run_id, ids
