@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import tilebench as tb
 from tilebench.config import settings
 from tilebench.lab.handlers import list_runs, stop_run
 from tilebench.magic.commands import runs as runs_command
@@ -90,6 +91,7 @@ def test_a_tuning_run_killed_mid_run_reads_died_everywhere_and_stop_marks_it(tmp
         assert stored_row(store, run_id)["status"] == "running"  # reading changed nothing
         assert store.run_status(run_id) == "died"
         assert [r.status for r in store.runs() if r.run_id == run_id] == ["died"]
+        assert [r.status for r in tb.runs() if r.run_id == run_id] == ["died"]  # the default store
         assert store.runs(status="running") == []  # filters see the status as shown
         assert [r.run_id for r in store.runs(status="died")] == [run_id]
         frame = runs_command(None, [])  # %tilebench runs
@@ -167,8 +169,6 @@ def test_the_heartbeat_thread_refreshes_a_running_run_until_stopped(tmp_path):
 def test_a_tuning_run_stores_its_host_pid_and_tilelang_version(tmp_path):
     import seed_kernels as S
     import tilelang
-
-    import tilebench as tb
 
     store = RecordStore(tmp_path / "records.sqlite")
     result = S.vector_add.tune(4096, block_N=tb.tune([0]), tune_options={"store": store, "progress": None})
