@@ -64,10 +64,17 @@ def test_an_unrelated_sqlite_file_is_refused_and_left_unchanged(tmp_path):
     assert untouched(path, digest)
 
 
-def test_a_file_of_another_application_is_refused_even_with_runs_and_records_tables(tmp_path):
+@pytest.mark.parametrize(
+    "stamp, refusal",
+    [
+        ("PRAGMA application_id = 1234", "application_id is 0x4d2"),
+        ("PRAGMA user_version = 7", "user_version is 7, yet it has no tilebench application_id"),
+    ],
+)
+def test_a_file_of_another_application_is_refused_even_with_runs_and_records_tables(tmp_path, stamp, refusal):
     path = tmp_path / "records.sqlite"
-    digest = sqlite_file(path, *VERSION_1[:2], "PRAGMA application_id = 1234")
-    with pytest.raises(RecordStoreError, match="application_id is 0x4d2"):
+    digest = sqlite_file(path, *VERSION_1[:2], stamp)
+    with pytest.raises(RecordStoreError, match=refusal):
         RecordStore(path).runs()
     assert untouched(path, digest)
 

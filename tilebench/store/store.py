@@ -399,7 +399,7 @@ def _prepare(conn: sqlite3.Connection) -> None:
         if version:  # an existing store of an older version: migrate
             for step in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS.get(step, ()):
-                    conn.execute(statement)
+                    _migrate(conn, statement)
         for statement in SCHEMA:
             conn.execute(statement)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
@@ -411,6 +411,15 @@ def _prepare(conn: sqlite3.Connection) -> None:
     conn.execute("COMMIT")
 
 
+def _migrate(conn: sqlite3.Connection, statement: str) -> None:
+    """Run one migration statement; a column that is there already (a half-stamped file) is fine."""
+    try:
+        conn.execute(statement)
+    except sqlite3.OperationalError as error:
+        if "duplicate column" not in str(error):
+            raise
+
+
 def _identify(conn: sqlite3.Connection) -> tuple[int, int]:
     """(application_id, schema version) of the file, reading only: version 0 is an empty file, ready to
     set up. Raises _NotAStore for another program's SQLite file or a newer tilebench's store."""
@@ -419,12 +428,15 @@ def _identify(conn: sqlite3.Connection) -> tuple[int, int]:
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if application_id not in (0, APPLICATION_ID):
         raise _NotAStore(f"its application_id is {application_id:#x}, not tilebench's {APPLICATION_ID:#x}")
-    if version > SCHEMA_VERSION:
+    if application_id == 0:  # an empty file, or a store of version 1 (which had no application_id)
+        if not tables and version == 0:
+            return application_id, 0
+        if version not in (0, 1):
+            raise _NotAStore(f"its user_version is {version}, yet it has no tilebench application_id")
+    elif version > SCHEMA_VERSION:
         raise _NotAStore(
             f"schema version {version} is newer than this tilebench's {SCHEMA_VERSION}; upgrade tilebench"
         )
-    if not tables and application_id == 0 and version == 0:
-        return application_id, 0
     if not {"runs", "records"} <= tables:
         found = ", ".join(sorted(tables)) or "no tables"
         raise _NotAStore(f"it holds {found}, not tilebench's runs and records tables")
