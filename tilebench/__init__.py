@@ -27,6 +27,7 @@ _LAZY = {
     "resolve_target": "tilebench.compiler.targets",
     "settings": "tilebench.config",
     "records": "tilebench.store",
+    "runs": "tilebench.store",
     "tune": "tilebench.tuner.space",
     "TuneOptions": "tilebench.tuner.session",
     "TuneResult": "tilebench.tuner.result",

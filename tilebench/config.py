@@ -10,10 +10,17 @@ import contextlib
 import dataclasses
 import json
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 _TRUE = {"1", "true", "yes", "on"}
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+class CacheFolderError(PermissionError):
+    """tilebench's cache folder exists but is not private to this user, so tilebench will not use it."""
 
 
 def _env_bool(name: str, default: bool = False) -> bool:
@@ -24,9 +31,73 @@ def _env_bool(name: str, default: bool = False) -> bool:
 def _default_cache_dir() -> Path:
     base = os.environ.get("TILEBENCH_CACHE_DIR")
     if base:
-        return Path(base).expanduser()
+        return own_folder(Path(base).expanduser())
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "tilebench"
+    return own_folder((Path(xdg) if xdg else Path.home() / ".cache") / "tilebench")
+
+
+def is_private(info: os.stat_result, uid: int | None = None) -> bool:
+    """True for a file or folder owned by uid (default: this process's user) with no group/other access."""
+    return info.st_uid == (os.getuid() if uid is None else uid) and not info.st_mode & 0o077
+
+
+def own_folder(path: Path) -> Path:
+    """The folder tilebench keeps its files in when told to use `path`.
+
+    `path` itself when it does not exist yet (tilebench creates it, 0700) or is already private to this
+    user; otherwise (a shared or group-readable folder such as /tmp) a `tilebench` subfolder inside it,
+    so that tilebench never changes the mode of a folder it did not create.
+    """
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return path
+    except OSError:  # unreadable: let the first use report it
+        return path
+    if stat.S_ISDIR(info.st_mode) and is_private(info):
+        return path
+    return path / "tilebench"
+
+
+def make_private_dir(path: Path) -> Path:
+    """Create `path` and its missing parents as 0700 folders; existing folders are left as they are."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=PRIVATE_DIR_MODE)
+        except FileExistsError:  # another process made it meanwhile
+            continue
+    return path
+
+
+def cache_root() -> Path:
+    """settings.cache_dir, created 0700 when missing; a cache folder not private to this user is refused."""
+    root = make_private_dir(settings.cache_dir)
+    info = root.stat()
+    if not is_private(info):
+        owner = "you" if info.st_uid == os.getuid() else f"uid {info.st_uid}, not you (uid {os.getuid()})"
+        raise CacheFolderError(
+            f"tilebench's cache folder {root} is not private (owned by {owner}, mode "
+            f"{stat.S_IMODE(info.st_mode):#o}): tilebench will not keep compiled kernels and records there. "
+            "Set TILEBENCH_CACHE_DIR to a folder of your own (tilebench creates it 0700)."
+        )
+    return root
+
+
+def write_private_file(path: Path, data: str | bytes) -> Path:
+    """Write `data` to `path` atomically (a scratch file, then a rename) as a 0600 file."""
+    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):  # a leftover keeps its mode through O_TRUNC
+        os.unlink(scratch)
+    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data.encode() if isinstance(data, str) else data)
+    os.replace(scratch, path)
+    return path
 
 
 def _seed_target() -> str | dict | None:
@@ -44,7 +115,8 @@ def _seed_target() -> str | dict | None:
 class Settings:
     """What tilebench reads from the environment.
 
-    cache_dir: TILEBENCH_CACHE_DIR (default ~/.cache/tilebench); tilelang's own cache lives inside it.
+    cache_dir: TILEBENCH_CACHE_DIR (default ~/.cache/tilebench); tilelang's own cache lives inside it. When
+        that folder exists and is not private to you (say /tmp), tilebench uses a `tilebench` subfolder of it.
     default_arch: TILEBENCH_DEFAULT_ARCH, the arch compiled for when no GPU is present (sm_90a).
     target: TILELANG_TARGET or TILELANG_DEFAULT_TARGET; None means "the GPU here, else default_arch".
     execution_backend: TILELANG_EXECUTION_BACKEND (default "auto").

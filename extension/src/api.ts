@@ -9,7 +9,8 @@ import { LabIcon } from '@jupyterlab/ui-components';
 export interface IRun {
   run_id: string;
   kernel: string;
-  status: 'running' | 'stopping' | 'done' | 'stopped' | 'failed';
+  /** died: its process is gone (killed, crashed) without finishing the run. */
+  status: 'running' | 'stopping' | 'done' | 'stopped' | 'failed' | 'died';
   started: number;
   finished: number | null;
   total: number | null;

@@ -137,7 +137,7 @@ export class RunsPanel extends Widget {
     const rows = this._runs.map(run => {
       const best =
         run.best_latency_ms === null
-          ? h('span', { class: 'tb-run-best' }, 'no result yet')
+          ? h('span', { class: 'tb-run-best' }, GOING.has(run.status) ? 'no result yet' : 'no timed result')
           : h(
               'span',
               { class: 'tb-run-best', title: config(run.best_config) },

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from types import ModuleType
 
-from tilebench.config import settings
+from tilebench.config import cache_root, make_private_dir, settings
 
 
 def tilelang_cache_dir() -> Path:
@@ -21,9 +21,8 @@ def prepare_environment() -> None:
 
     Safe to call many times; tilelang reads these variables when it compiles.
     """
-    cache = tilelang_cache_dir()
-    cache.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(settings.cache_dir, 0o700)
+    cache_root()  # never chmods: a folder tilebench did not create gets a `tilebench` subfolder instead
+    cache = make_private_dir(tilelang_cache_dir())
     os.environ["TILELANG_CACHE_DIR"] = str(cache)
     os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
     if "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ:
@@ -40,6 +39,9 @@ def tilelang() -> ModuleType:
     prepare_environment()
     import tilelang as tl
 
+    from tilebench.compiler.cache import guard_disk_cache
+
+    guard_disk_cache()
     # tilebench keeps one tilelang kernel per compile key by design; tilelang's hint to use
     # @tilelang.jit instead on every memory-cache hit is noise here.
     logging.getLogger("tilelang.cache.kernel_cache").addFilter(

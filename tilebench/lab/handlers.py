@@ -2,7 +2,9 @@
 
 They read the store through its own API (`default_store()`, the `records.sqlite` in tilebench's cache folder,
 `TILEBENCH_CACHE_DIR` at the server's start) in a worker thread, so a busy SQLite file never stalls the server.
-Every handler requires an authenticated user; JSON carries no NaN or infinity (they become null).
+Every handler requires an authenticated user; JSON carries no NaN or infinity (they become null). Errors are
+JSON too, `{"error": ..., "message": ..., "reason": ...}` with a 4xx/5xx status: never tornado's HTML page or
+jupyter_server's "Unhandled error".
 """
 
 from __future__ import annotations
@@ -65,14 +67,25 @@ class _Handler(APIHandler):
     auth_resource = AUTH_RESOURCE
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        """APIHandler's JSON error, with the message's %-arguments filled in (APIHandler sends the bare format;
-        they stay apart until here so that tornado's log line formats them safely)."""
+        """A JSON error naming what went wrong; the traceback stays in the server's log (tornado logs it).
+
+        An HTTPError's message has its %-arguments filled in here (they stay apart until now so that
+        tornado's log line formats them safely); any other exception is named by type and message.
+        """
         error = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(error, tornado.web.HTTPError) and error.log_message and error.args:
-            self.set_header("Content-Type", "application/json")
-            self.finish(json.dumps({"message": error.log_message % error.args, "reason": error.reason}))
-            return
-        super().write_error(status_code, **kwargs)
+        if isinstance(error, tornado.web.HTTPError):
+            message = (
+                error.log_message % error.args if error.log_message and error.args else error.log_message
+            )
+            reason = error.reason
+        elif error is not None:
+            message = f"{type(error).__name__}: {error}"
+            reason = None
+        else:
+            message, reason = None, None
+        message = message or self._reason or f"HTTP {status_code}"
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"error": message, "message": message, "reason": reason or self._reason}))
 
     def write_json(self, value: Any) -> None:
         self.set_header("Content-Type", "application/json")

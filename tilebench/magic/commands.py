@@ -59,7 +59,7 @@ def records(shell: Any, words: list[str]) -> Any:
 
 
 def runs(shell: Any, words: list[str]) -> Any:
-    """`%tilebench runs [KERNEL]`: the tuning runs in the store, newest first."""
+    """`%tilebench runs [KERNEL]`: the tuning runs in the store, newest first ("died": its process is gone)."""
     import pandas as pd
 
     from tilebench.store import default_store
@@ -71,9 +71,12 @@ def runs(shell: Any, words: list[str]) -> Any:
             "status": r.status,
             "progress": r.progress,
             "configs": r.count,
+            "resumed": r.resumed,
             "best_ms": r.best_latency_ms,
             "best_config": r.best_config,
             "target": r.target,
+            "host": r.host,
+            "pid": r.pid,
         }
         for r in default_store().runs(kernel=words[0] if words else None)
     ]

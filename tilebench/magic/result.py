@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tilebench.views.dashboard import best_text
+
 
 @dataclasses.dataclass
 class CellResult:
@@ -69,7 +71,9 @@ class CellResult:
             for problem in self.limit_problems():
                 lines.append(f"  ✘ cannot launch: {problem}")
         if self.tune is not None:
-            lines.append(f"  tuned: {len(self.tune.records)} configs, best {self.tune.best_config}")
+            lines.append(
+                f"  tuned: {len(self.tune.records)} configs, {best_text(self.tune.records, going=False)}"
+            )
         if self.run is not None:
             lines.append("  run: " + self.run.summary())
         others = [n for n in self.kernels if n != self.name]

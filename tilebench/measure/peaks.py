@@ -5,10 +5,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 from typing import Any
 
-from tilebench.config import settings
+from tilebench.config import make_private_dir, settings, write_private_file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,9 +60,6 @@ def measured_peaks() -> Peaks:
     else:
         peaks = _measure(device)
         stored[device] = dataclasses.asdict(peaks)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        scratch = path.with_suffix(f".{os.getpid()}.tmp")
-        scratch.write_text(json.dumps(stored, indent=1))
-        os.replace(scratch, path)
+        write_private_file(make_private_dir(path.parent) / path.name, json.dumps(stored, indent=1))
     _MEMO[device] = peaks
     return peaks

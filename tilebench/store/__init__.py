@@ -1,7 +1,8 @@
 """Tuning records: every config of every tuning run, with a typed status, in one SQLite store.
 
 ``RecordStore(path)`` writes and reads runs and records; ``default_store()`` is the one in tilebench's
-cache folder. ``records(kernel=...)`` gives them as a pandas DataFrame across runs and notebooks.
+cache folder. ``records(kernel=...)`` gives them as a pandas DataFrame across runs and notebooks, ``runs()``
+the tuning runs (status "died" for a run whose process is gone).
 Importing this package is cheap: pandas loads only when a DataFrame is built.
 
 The module itself is callable, ``tilebench.store(kernel="gemm")``, because importing any submodule
@@ -26,7 +27,7 @@ from tilebench.store.schema import (
     config_hash,
     tuning_key,
 )
-from tilebench.store.store import RecordStore, RecordStoreError, default_store
+from tilebench.store.store import RecordStore, RecordStoreError, RecordStoreWarning, default_store
 
 if TYPE_CHECKING:
     import pandas
@@ -39,6 +40,7 @@ __all__ = [
     "Record",
     "RecordStore",
     "RecordStoreError",
+    "RecordStoreWarning",
     "RunInfo",
     "RunStatus",
     "Status",
@@ -46,6 +48,7 @@ __all__ = [
     "config_hash",
     "default_store",
     "records",
+    "runs",
     "tuning_key",
 ]
 
@@ -59,8 +62,22 @@ def records(
     store: RecordStore | str | os.PathLike[str] | None = None,
 ) -> pandas.DataFrame:
     """Stored records as a DataFrame (one column per config parameter), from the default store unless given."""
+    return _open(store).to_pandas(run_id=run_id, kernel=kernel, key=key, status=status)
+
+
+def runs(
+    kernel: str | None = None,
+    *,
+    status: str | None = None,
+    limit: int = 100,
+    store: RecordStore | str | os.PathLike[str] | None = None,
+) -> list[RunInfo]:
+    """The tuning runs, newest first, from the default store unless given; a running or stopping run whose
+    process is gone reads "died"."""
+    return _open(store).runs(kernel, status=status, limit=limit)
+
+
+def _open(store: RecordStore | str | os.PathLike[str] | None) -> RecordStore:
     if store is None:
-        store = default_store()
-    elif not isinstance(store, RecordStore):
-        store = RecordStore(store)
-    return store.to_pandas(run_id=run_id, kernel=kernel, key=key, status=status)
+        return default_store()
+    return store if isinstance(store, RecordStore) else RecordStore(store)

@@ -13,7 +13,8 @@ from typing import Any, Literal, get_args
 
 from tilebench.measure.result import STATUSES, Status  # one status vocabulary
 
-RunStatus = Literal["running", "stopping", "done", "stopped", "failed"]  # stopping: asked to stop
+# stopping: asked to stop; died: its process is gone (killed, crashed) without finishing the run
+RunStatus = Literal["running", "stopping", "done", "stopped", "failed", "died"]
 
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 # A config with one of these is measured for good: resume skips it. `skipped` (pruned, never run) is not.
@@ -21,8 +22,13 @@ FINAL_STATUSES: frozenset[str] = frozenset(STATUSES) - {"skipped"}
 # What `retune="failed"` measures again: failures that may not recur (a busy or faulty GPU, a worker's bug).
 # A compile_error is kept: the compiler's inputs are all in the tuning key.
 RETRYABLE_STATUSES: frozenset[str] = frozenset({"crash", "timeout", "launch_error", "mismatch"})
+# A run with one of these has a process working on it (or had one, until it is found gone).
+ACTIVE_RUN_STATUSES: frozenset[str] = frozenset({"running", "stopping"})
 
-SCHEMA_VERSION = 2  # 2: runs.key_json, records.gpu
+# PRAGMA application_id of a tilebench store ("tbrs"); files of version 1 have none (0).
+APPLICATION_ID = 0x74627273
+SCHEMA_VERSION = 2  # 2: runs.host, runs.key_json, records.gpu, the resumed table
+TABLES = frozenset({"runs", "records", "resumed"})
 
 # Each statement is a no-op once its object exists, so running them on every connect is cheap.
 SCHEMA = (
@@ -36,7 +42,7 @@ SCHEMA = (
         status TEXT NOT NULL,
         started REAL NOT NULL, finished REAL,
         best_latency_ms REAL, best_config_json TEXT,
-        notebook TEXT, pid INTEGER, heartbeat REAL,
+        notebook TEXT, pid INTEGER, heartbeat REAL, host TEXT,
         key_json TEXT)""",
     """CREATE TABLE IF NOT EXISTS records (
         id INTEGER PRIMARY KEY,
@@ -48,14 +54,21 @@ SCHEMA = (
         created REAL NOT NULL,
         extra_json TEXT,
         gpu TEXT)""",
+    # The stored records a run answered from earlier runs instead of measuring them again (resume).
+    """CREATE TABLE IF NOT EXISTS resumed (
+        run_id TEXT NOT NULL, record_id INTEGER NOT NULL,
+        PRIMARY KEY (run_id, record_id)) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS records_by_key_config ON records (key, config_hash)",
     "CREATE INDEX IF NOT EXISTS records_by_run ON records (run_id)",
 )
 
-# Columns added after a table's first release (nullable): an older store gets them in upgrade_schema.
-ADDED_COLUMNS: dict[str, dict[str, str]] = {
-    "runs": {"key_json": "TEXT"},  # the tuning key's parts, to see why two keys differ
-    "records": {"gpu": "TEXT"},  # the GPU a record was measured on; NULL when compile-only
+# Statements that bring a file of version N-1 to version N, run before SCHEMA (which adds new tables).
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: (
+        "ALTER TABLE runs ADD COLUMN host TEXT",
+        "ALTER TABLE runs ADD COLUMN key_json TEXT",  # the tuning key's parts, to see why two keys differ
+        "ALTER TABLE records ADD COLUMN gpu TEXT",  # the GPU a record was measured on; NULL: compile-only
+    ),
 }
 
 RECORD_COLUMNS = (
@@ -113,24 +126,6 @@ def tuning_key(parts: dict[str, Any]) -> str:
     if not isinstance(parts, dict):
         raise TypeError(f"tuning_key takes a dict of named parts, got {type(parts).__name__}")
     return hashlib.sha256(canonical_json(parts).encode()).hexdigest()
-
-
-def upgrade_schema(conn: sqlite3.Connection) -> None:
-    """Bring a store of an older schema version (tables already created) to SCHEMA_VERSION: add the
-    ADDED_COLUMNS it lacks, then stamp the version, in one transaction so racing openers add each once."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for table, columns in ADDED_COLUMNS.items():
-            present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-            for name, kind in columns.items():
-                if name not in present:
-                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    except BaseException:
-        if conn.in_transaction:  # some errors (SQLITE_FULL, ...) have already rolled back
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def _loads(text: str | None) -> Any:
@@ -229,8 +224,9 @@ class RunInfo:
     started: float
     finished: float | None = None
     total: int | None = None
-    count: int = 0  # records stored for this run
+    count: int = 0  # records of this run: measured by it, or answered from earlier runs (resumed)
     counts: dict[str, int] = dataclasses.field(default_factory=dict)  # records per status
+    resumed: int = 0  # of count, answered from earlier runs
     best_latency_ms: float | None = None
     best_config: dict[str, Any] | None = None
     source_hash: str | None = None
@@ -241,7 +237,8 @@ class RunInfo:
     strategy: str | None = None
     notebook: str | None = None
     pid: int | None = None
-    heartbeat: float | None = None
+    heartbeat: float | None = None  # time.time() of the last sign of life from the run's process
+    host: str | None = None  # where the run's process runs
     key_parts: dict[str, Any] | None = None  # the tuning key's named parts (tilebench.tuner.key.TuningKey)
 
     @property
@@ -250,7 +247,7 @@ class RunInfo:
         return min(1.0, self.count / self.total) if self.total else None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row, counts: dict[str, int]) -> RunInfo:
+    def from_row(cls, row: sqlite3.Row, counts: dict[str, int], resumed: int = 0) -> RunInfo:
         return cls(
             run_id=row["run_id"],
             kernel=row["kernel"],
@@ -261,6 +258,7 @@ class RunInfo:
             total=row["total"],
             count=sum(counts.values()),
             counts=counts,
+            resumed=resumed,
             best_latency_ms=row["best_latency_ms"],
             best_config=_loads(row["best_config_json"]),
             source_hash=row["source_hash"],
@@ -272,5 +270,6 @@ class RunInfo:
             notebook=row["notebook"],
             pid=row["pid"],
             heartbeat=row["heartbeat"],
+            host=row["host"],
             key_parts=_loads(row["key_json"]),
         )

@@ -7,27 +7,34 @@ transaction and closes it, so any number of processes (tuner, notebook, lab serv
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import time
 import uuid
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tilebench.config import PRIVATE_FILE_MODE, make_private_dir
+from tilebench.store.liveness import effective_status, process_gone, this_host
 from tilebench.store.schema import (
+    ACTIVE_RUN_STATUSES,
+    APPLICATION_ID,
     FINAL_STATUSES,
+    MIGRATIONS,
     RECORD_COLUMNS,
     RUN_STATUSES,
     SCHEMA,
     SCHEMA_VERSION,
     STATUSES,
+    TABLES,
     Record,
     RunInfo,
     canonical_json,
     config_hash,
     tuning_key,
-    upgrade_schema,
 )
 
 if TYPE_CHECKING:
@@ -35,7 +42,15 @@ if TYPE_CHECKING:
 
 
 class RecordStoreError(RuntimeError):
-    """The record store's SQLite file could not be opened, read or written."""
+    """The record store's SQLite file could not be opened, read or written, or is not a tilebench store."""
+
+
+class RecordStoreWarning(UserWarning):
+    """A stored row could not be read (malformed JSON) and was left out."""
+
+
+class _NotAStore(Exception):
+    """The file at the store's path is not a tilebench store this version can use (nothing was changed)."""
 
 
 _INSERT = (
@@ -67,7 +82,9 @@ class RecordStore:
     def _connect(self) -> Iterator[sqlite3.Connection]:
         """A fresh connection with the schema in place; sqlite errors come out as RecordStoreError."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_private_dir(self.path.parent)
+            with contextlib.suppress(FileExistsError):  # a new store is a 0600 file (its -wal, -shm follow)
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE))
             # isolation_level=None: no implicit transactions; writes say BEGIN IMMEDIATE themselves.
             conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         except (OSError, sqlite3.Error) as error:
@@ -76,6 +93,11 @@ class RecordStore:
             conn.row_factory = sqlite3.Row
             _prepare(conn)
             yield conn
+        except _NotAStore as error:
+            raise RecordStoreError(
+                f"{self.path} is not a tilebench record store this version can use: {error}. It was left "
+                "unchanged; point TILEBENCH_CACHE_DIR (or RecordStore) at another file."
+            ) from None
         except sqlite3.Error as error:
             raise self._error(error) from error
         finally:
@@ -140,6 +162,7 @@ class RecordStore:
             "notebook": notebook,
             "pid": os.getpid(),
             "heartbeat": now,
+            "host": this_host(),
             "key_json": None if key_parts is None else canonical_json(key_parts),
         }
         with self._write() as conn:
@@ -163,18 +186,41 @@ class RecordStore:
 
     def request_stop(self, run_id: str) -> bool:
         """Ask a running run to stop after its current config (from any process: the dashboard's Stop
-        button goes through the Jupyter server). False when the run is not running."""
+        button goes through the Jupyter server). False when the run is not running; a running or stopping
+        run whose process is gone is marked "died" instead (finished at its last heartbeat)."""
         with self._write() as conn:
+            row = conn.execute(
+                "SELECT status, host, pid, heartbeat FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if row is None or row["status"] not in ACTIVE_RUN_STATUSES:
+                return False
+            if process_gone(row["host"], row["pid"], row["heartbeat"]):
+                conn.execute(
+                    "UPDATE runs SET status = 'died', finished = ? WHERE run_id = ?",
+                    (row["heartbeat"] or time.time(), run_id),
+                )
+                return False
             cursor = conn.execute(
                 "UPDATE runs SET status = 'stopping' WHERE run_id = ? AND status = 'running'", (run_id,)
             )
         return cursor.rowcount == 1
 
+    def beat(self, run_id: str) -> None:
+        """Refresh a running run's heartbeat (its process is alive); the Heartbeat thread calls this."""
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE runs SET heartbeat = ? WHERE run_id = ? AND status IN ('running', 'stopping')",
+                (time.time(), run_id),
+            )
+
     def run_status(self, run_id: str) -> str | None:
-        """A run's status alone (cheap enough to poll), or None when there is no such run."""
+        """A run's status alone (cheap enough to poll), or None when there is no such run; "died" for a
+        running or stopping run whose process is gone."""
         with self._connect() as conn:
-            row = conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        return None if row is None else row[0]
+            row = conn.execute(
+                "SELECT status, host, pid, heartbeat FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return None if row is None else effective_status(*row)
 
     def run(self, run_id: str) -> RunInfo | None:
         """One run by id, or None."""
@@ -184,14 +230,26 @@ class RecordStore:
     def runs(
         self, kernel: str | None = None, *, status: str | None = None, limit: int = 100
     ) -> list[RunInfo]:
-        """The latest runs first, with their record counts (progress) and best result so far."""
-        where, params = _where(kernel=kernel, status=status)
-        return self._runs(f"{where} ORDER BY started DESC LIMIT ?", (*params, limit))
+        """The latest runs first, with their record counts (progress) and best result so far.
+
+        `status` filters on the status as shown: "running" leaves out runs whose process is gone, "died"
+        finds them as well as the runs already marked so.
+        """
+        if status not in ACTIVE_RUN_STATUSES | {"died"}:
+            where, params = _where(kernel=kernel, status=status)
+            return self._runs(f"{where} ORDER BY started DESC LIMIT ?", (*params, limit))
+        stored = sorted(ACTIVE_RUN_STATUSES | {"died"}) if status == "died" else [status]
+        where, params = _where(kernel=kernel)
+        where = f"{where} AND" if where else "WHERE"
+        marks = ", ".join("?" * len(stored))
+        found = self._runs(f"{where} status IN ({marks}) ORDER BY started DESC", (*params, *stored))
+        return [run for run in found if run.status == status][:limit]
 
     def _runs(self, clause: str, params: tuple[Any, ...]) -> list[RunInfo]:
         with self._connect() as conn:
             rows = conn.execute(f"SELECT * FROM runs {clause}", params).fetchall()
             counts: dict[str, dict[str, int]] = {row["run_id"]: {} for row in rows}
+            resumed: dict[str, int] = dict.fromkeys(counts, 0)
             if rows:
                 marks = ", ".join("?" * len(rows))
                 for run_id, status, count in conn.execute(
@@ -200,7 +258,27 @@ class RecordStore:
                     list(counts),
                 ):
                     counts[run_id][status] = count
-        return [RunInfo.from_row(row, counts[row["run_id"]]) for row in rows]
+                for run_id, status, count in conn.execute(
+                    "SELECT resumed.run_id, records.status, COUNT(*) FROM resumed "
+                    f"JOIN records ON records.id = resumed.record_id WHERE resumed.run_id IN ({marks}) "
+                    "GROUP BY resumed.run_id, records.status",
+                    list(counts),
+                ):
+                    counts[run_id][status] = counts[run_id].get(status, 0) + count
+                    resumed[run_id] += count
+        return [self._run_info(row, counts[row["run_id"]], resumed[row["run_id"]]) for row in rows]
+
+    def _run_info(self, row: sqlite3.Row, counts: dict[str, int], resumed: int) -> RunInfo:
+        """RunInfo of a row, its status "died" when its process is gone; malformed JSON fields become None."""
+        values = dict(row)
+        values["status"] = effective_status(row["status"], row["host"], row["pid"], row["heartbeat"])
+        for column in ("space_json", "best_config_json"):
+            try:
+                _loads(values[column])
+            except ValueError as error:
+                _warn_malformed(f"run {row['run_id']!r}", column, self.path, error)
+                values[column] = None
+        return RunInfo.from_row(values, counts, resumed)
 
     # -----------------------------------------------------------------------
     # Records
@@ -221,6 +299,18 @@ class RecordStore:
                 _insert(conn, record)
         return records
 
+    def add_resumed(self, run_id: str, records: Iterable[Record]) -> None:
+        """List stored records (with ids) under run_id as answered from earlier runs: the run's records,
+        progress and best include them, though they were measured (and stay stored) under another run."""
+        records = [record for record in records if record.id is not None]
+        with self._write() as conn:
+            conn.executemany(
+                "INSERT OR IGNORE INTO resumed (run_id, record_id) VALUES (?, ?)",
+                [(run_id, record.id) for record in records],
+            )
+            for record in records:
+                _move_best(conn, run_id, record)
+
     def records(
         self,
         run_id: str | None = None,
@@ -229,13 +319,29 @@ class RecordStore:
         status: str | None = None,
         limit: int | None = None,
     ) -> list[Record]:
-        """Stored records in insertion order, filtered by any of run, kernel, key and status."""
-        where, params = _where(run_id=run_id, kernel=kernel, key=key, status=status)
+        """Stored records in insertion order, filtered by any of run, kernel, key and status.
+
+        A run's records include those it answered from earlier runs (they keep their own run_id). A row
+        with malformed JSON is left out with a RecordStoreWarning naming its id.
+        """
+        where, params = _where(kernel=kernel, key=key, status=status)
+        if run_id is not None:
+            mine = "(run_id = ? OR id IN (SELECT record_id FROM resumed WHERE run_id = ?))"
+            where = f"{where} AND {mine}" if where else f"WHERE {mine}"
+            params = (*params, run_id, run_id)
         clause = f"SELECT * FROM records {where} ORDER BY id"
         if limit is not None:
             clause, params = f"{clause} LIMIT ?", (*params, limit)
         with self._connect() as conn:
-            return [Record.from_row(row) for row in conn.execute(clause, params)]
+            return [record for _row, record in self._parse(conn.execute(clause, params))]
+
+    def _parse(self, rows: Iterable[sqlite3.Row]) -> Iterator[tuple[sqlite3.Row, Record]]:
+        """(row, Record) for each row whose JSON reads; the others are skipped with a warning."""
+        for row in rows:
+            try:
+                yield row, Record.from_row(row)
+            except (ValueError, TypeError) as error:  # json.JSONDecodeError is a ValueError
+                _warn_malformed(f"record {row['id']}", "config_json or extra_json", self.path, error)
 
     def measured(self, key: str, statuses: Iterable[str] = FINAL_STATUSES) -> dict[str, Record]:
         """config_hash -> the latest final record for that config under key: what a resumed tune skips."""
@@ -246,7 +352,8 @@ class RecordStore:
             f"WHERE key = ? AND status IN ({marks}) GROUP BY config_hash)"
         )
         with self._connect() as conn:
-            return {row["config_hash"]: Record.from_row(row) for row in conn.execute(query, (key, *statuses))}
+            rows = conn.execute(query, (key, *statuses))
+            return {row["config_hash"]: record for row, record in self._parse(rows)}
 
     def unmeasured(self, key: str, configs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         """The configs (in order) that still need measuring under key; a retune passes them all instead."""
@@ -288,18 +395,65 @@ def default_store() -> RecordStore:
 
 
 def _prepare(conn: sqlite3.Connection) -> None:
-    """WAL, relaxed syncing (safe in WAL: a crash loses at most the last commits, never the file), schema."""
+    """Check the file is a tilebench store of a version this code reads, before anything is written to it;
+    then WAL, relaxed syncing (safe in WAL: a crash loses at most the last commits, never the file), and the
+    schema created or migrated in one transaction."""
+    current = _identify(conn) == (APPLICATION_ID, SCHEMA_VERSION)
     _switch_to_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
+    if current:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        _, version = _identify(conn)  # again, now that no other writer can be setting it up
+        if version:  # an existing store of an older version: migrate
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS.get(step, ()):
+                    _migrate(conn, statement)
+        for statement in SCHEMA:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _migrate(conn: sqlite3.Connection, statement: str) -> None:
+    """Run one migration statement; a column that is there already (a half-stamped file) is fine."""
+    try:
+        conn.execute(statement)
+    except sqlite3.OperationalError as error:
+        if "duplicate column" not in str(error):
+            raise
+
+
+def _identify(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(application_id, schema version) of the file, reading only: version 0 is an empty file, ready to
+    set up. Raises _NotAStore for another program's SQLite file or a newer tilebench's store."""
+    application_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise sqlite3.DatabaseError(
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if application_id not in (0, APPLICATION_ID):
+        raise _NotAStore(f"its application_id is {application_id:#x}, not tilebench's {APPLICATION_ID:#x}")
+    if application_id == 0:  # an empty file, or a store of version 1 (which had no application_id)
+        if not tables and version == 0:
+            return application_id, 0
+        if version not in (0, 1):
+            raise _NotAStore(f"its user_version is {version}, yet it has no tilebench application_id")
+    elif version > SCHEMA_VERSION:
+        raise _NotAStore(
             f"schema version {version} is newer than this tilebench's {SCHEMA_VERSION}; upgrade tilebench"
         )
-    for statement in SCHEMA:
-        conn.execute(statement)
-    if version < SCHEMA_VERSION:
-        upgrade_schema(conn)
+    if not {"runs", "records"} <= tables:
+        found = ", ".join(sorted(tables)) or "no tables"
+        raise _NotAStore(f"it holds {found}, not tilebench's runs and records tables")
+    if application_id == 0 and not tables <= TABLES | {"sqlite_sequence"}:
+        extra = ", ".join(sorted(tables - TABLES))
+        raise _NotAStore(f"besides runs and records it holds {extra}, which no tilebench store has")
+    return application_id, max(version, 1)  # version 0 with tables: a version-1 store stamped too late
 
 
 def _switch_to_wal(conn: sqlite3.Connection, patience: float = 30.0) -> None:
@@ -333,12 +487,30 @@ def _insert(conn: sqlite3.Connection, record: Record) -> None:
     if record.run_id is None:
         return
     conn.execute("UPDATE runs SET heartbeat = ? WHERE run_id = ?", (now, record.run_id))
+    _move_best(conn, record.run_id, record)
+
+
+def _move_best(conn: sqlite3.Connection, run_id: str, record: Record) -> None:
+    """Make record the run's best when it is a timed ok record faster than the best so far."""
     if record.status == "ok" and record.median_ms is not None:
         conn.execute(
             "UPDATE runs SET best_latency_ms = ?, best_config_json = ? "
             "WHERE run_id = ? AND (best_latency_ms IS NULL OR best_latency_ms > ?)",
-            (record.median_ms, canonical_json(record.config), record.run_id, record.median_ms),
+            (record.median_ms, canonical_json(record.config), run_id, record.median_ms),
         )
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _warn_malformed(what: str, column: str, path: Path, error: Exception) -> None:
+    warnings.warn(
+        f"tilebench: {what} in {path} has malformed {column} ({error}); it is left out. Re-run the tune "
+        "to measure it again.",
+        RecordStoreWarning,
+        stacklevel=4,
+    )
 
 
 def _where(**filters: Any) -> tuple[str, tuple[Any, ...]]:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tilebench.store import RETRYABLE_STATUSES, Record, RecordStore, config_hash, default_store
+from tilebench.store.liveness import Heartbeat
 from tilebench.tuner.result import TuneResult
 
 
@@ -145,6 +146,7 @@ class TuneSession:
         self.tuning_key = build_key(jit, space.fixed, options, self.target_text, self.gpu)
         self.key = self.tuning_key.digest()
         self.gpu_name = self.tuning_key.gpu_name if self.gpu else None  # stamped on each record
+        self.tilelang_version = self.tuning_key.tilelang_version
         store = options.store
         self.store = (
             store if isinstance(store, RecordStore) else RecordStore(store) if store else default_store()
@@ -196,6 +198,7 @@ class TuneSession:
             should_stop=should_stop,
         )
         status = "done"
+        heartbeat = Heartbeat(self.store, run_id).start()  # so others can tell the run from a dead one
         try:
             strategy.search(
                 self.space, lambda batch: self._evaluate(batch, known, observers, should_stop), budget
@@ -208,6 +211,7 @@ class TuneSession:
             status = "failed"
             raise
         finally:
+            heartbeat.stop()
             self.store.finish_run(run_id, status)
             observers.on_finish(status)
         if status == "stopped":
@@ -248,7 +252,7 @@ class TuneSession:
             now = time.monotonic()
             if not asked and now - last >= every_s:
                 last = now
-                asked = self.store.run_status(self.run_id) == "stopping"
+                asked = self.store.run_status(self.run_id) in ("stopping", "died")
             return asked or observers.should_stop()
 
         return should_stop
@@ -263,6 +267,8 @@ class TuneSession:
             record.run_id = self.run_id
             record.gpu = self.gpu_name
             self.store.add_record(record)
+        else:  # answered from an earlier run: listed under this one too
+            self.store.add_resumed(self.run_id, [record])
         self.records.append(record)
         if record.status == "ok" and record.median_ms is not None:
             self.best_ms = record.median_ms if self.best_ms is None else min(self.best_ms, record.median_ms)

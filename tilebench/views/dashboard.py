@@ -39,6 +39,44 @@ def best_by_cell(
     return cells
 
 
+def best_text(records: Sequence[Any], going: bool = True) -> str:
+    """The best so far in words; without a timed result, what happened instead (compile-only, failed)."""
+    best = min(
+        (r for r in records if r.status == "ok" and r.median_ms is not None),
+        key=lambda r: r.median_ms,
+        default=None,
+    )
+    if best is not None:
+        return f"best {best.median_ms:.4f} ms {best.config}"
+    compiled_only = sum(r.status == "skipped" and r.message.startswith("compile-only") for r in records)
+    failed = sum(r.status not in ("ok", "skipped") for r in records)
+    if compiled_only:
+        return f"compile-only: {compiled_only} compiled, none timed" + (
+            f", {failed} failed" if failed else ""
+        )
+    if going:
+        return "no result yet"
+    return f"no timed result ({failed} failed)" if failed else "no timed result"
+
+
+def eta_seconds(
+    records: Sequence[Any], total: int | None, elapsed: float, run_id: str | None = None
+) -> float | None:
+    """Seconds left at the pace of the configs this run compiled itself: elapsed / compiled * remaining.
+
+    Configs answered from earlier runs (another run_id) and configs that failed before compiling take no
+    time and would make the pace look fast, so they count as done but not into the pace. None until a
+    config of this run has compiled, or when the total is unknown.
+    """
+    if total is None:
+        return None
+    remaining = max(total - len(records), 0)
+    worked = sum(r.compile_s is not None and (run_id is None or r.run_id in (None, run_id)) for r in records)
+    if not worked:
+        return None
+    return elapsed / worked * remaining
+
+
 class TextProgress:
     """Compact progress lines for frontends without widgets."""
 
@@ -49,8 +87,9 @@ class TextProgress:
         self.every = every
         self._last = 0.0
         self.counts: dict[str, int] = {}
+        self.records: list[Any] = []
         self.total: int | None = None
-        self.best: Any = None
+        self.status = "running"
         self.started = time.monotonic()
 
     def on_start(self, kernel: str, params: dict[str, list], total: int | None) -> None:
@@ -61,8 +100,7 @@ class TextProgress:
 
     def on_record(self, record: Any) -> None:
         self.counts[record.status] = self.counts.get(record.status, 0) + 1
-        if record.status == "ok" and (self.best is None or record.median_ms < self.best.median_ms):
-            self.best = record
+        self.records.append(record)
         now = time.monotonic()
         if now - self._last >= self.every:
             self._last = now
@@ -71,11 +109,11 @@ class TextProgress:
     def line(self) -> str:
         done = sum(self.counts.values())
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
-        best = f"best {self.best.median_ms:.4f} ms {self.best.config}" if self.best else "no result yet"
         total = f"/{self.total}" if self.total else ""
-        return f"  {done}{total} done ({counts}); {best}"
+        return f"  {done}{total} done ({counts}); {best_text(self.records, self.status == 'running')}"
 
     def on_finish(self, status: str) -> None:
+        self.status = status
         print(self.line() + f"  [{status}]", file=self.stream)
 
     def should_stop(self) -> bool:
@@ -96,6 +134,7 @@ class TuneDashboard:
         self.started = time.monotonic()
         self._stop = False
         self.status = "running"
+        self.run_id: str | None = None
         names = list(self.params)
         self.x = widgets.Dropdown(options=names, value=names[0] if names else None, description="x")
         self.y = widgets.Dropdown(
@@ -166,6 +205,7 @@ class TuneDashboard:
 
     def on_run(self, run_id: str) -> None:
         """The store's id of this run: the Stop button asks the server to stop it by that id."""
+        self.run_id = run_id
         self.stop_button.run_id = run_id
 
     def on_finish(self, status: str) -> None:
@@ -253,12 +293,13 @@ class TuneDashboard:
         compiled = sum(r.status != "compile_error" and r.compile_s is not None for r in self.records)
         failed = sum(v for k, v in counts.items() if k not in ("ok", "skipped"))
         remaining = None if self.total is None else max(self.total - done, 0)
-        elapsed = time.monotonic() - self.started
         eta = "—"
-        if remaining is not None and done and self.status == "running":
-            eta = f"{elapsed / done * remaining:.0f} s"
-        best = min((r for r in self.records if r.status == "ok"), key=lambda r: r.median_ms, default=None)
-        best_text = f"{best.median_ms:.4f} ms {html.escape(str(best.config))}" if best else "—"
+        if self.status == "running":
+            seconds = eta_seconds(self.records, self.total, time.monotonic() - self.started, self.run_id)
+            if seconds is not None:  # the clock time stays right between updates, the seconds do not
+                eta = (
+                    f"~{seconds:.0f} s (≈ {time.strftime('%H:%M:%S', time.localtime(time.time() + seconds))})"
+                )
         cells = [
             ("compiled", compiled),
             ("benchmarked", counts.get("ok", 0) + counts.get("mismatch", 0)),
@@ -268,7 +309,8 @@ class TuneDashboard:
             ("status", self.status),
         ]
         body = " · ".join(f"<b>{k}</b> {v}" for k, v in cells)
-        return f"<div class='tilebench-counters'>{body}<br><b>best</b> {best_text}</div>"
+        best = html.escape(best_text(self.records, self.status == "running"))
+        return f"<div class='tilebench-counters'>{body}<br>{best}</div>"
 
     def _failures_html(self, limit: int = 20) -> str:
         failed = [r for r in self.records if r.status not in ("ok", "skipped")]
