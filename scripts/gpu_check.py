@@ -160,6 +160,44 @@ def read_junit(path: Path) -> tuple[Counts, dict[str, bool]]:
     return counts, per_file
 
 
+@dataclasses.dataclass
+class CompatCounts:
+    """tests/gpu/test_compat_gpu.py's outcome per program: ran unmodified as a cell, matched plain tilelang."""
+
+    programs: int = 0
+    unmodified: int = 0
+    parity: int = 0
+    skipped: int = 0
+
+    def line(self) -> str:
+        text = f"compat: {self.unmodified}/{self.programs} unmodified"
+        text += f" ({self.parity}/{self.programs} print the same results as plain tilelang"
+        return text + (f", {self.skipped} skipped)" if self.skipped else ")")
+
+
+COMPAT_MODULE = "test_compat_gpu"
+COMPAT_CELL_TEST = "test_program_runs_unmodified_as_a_cell["
+COMPAT_PARITY_TEST = "test_plain_tilelang_prints_the_same_results["
+
+
+def read_compat(path: Path) -> CompatCounts | None:
+    """The compat programs' counts from a junit XML (None when it holds no compat test)."""
+    counts = CompatCounts()
+    for case in ET.parse(path).getroot().iter("testcase"):
+        if not case.get("classname", "").endswith(COMPAT_MODULE):
+            continue
+        name = case.get("name", "")
+        outcomes = {child.tag for child in case} & {"failure", "error", "skipped"}
+        passed = not outcomes
+        if name.startswith(COMPAT_CELL_TEST):
+            counts.programs += 1
+            counts.unmodified += passed
+            counts.skipped += "skipped" in outcomes
+        elif name.startswith(COMPAT_PARITY_TEST):
+            counts.parity += passed
+    return counts if counts.programs else None
+
+
 def run_pytest(
     label: str, args: list[str], junit: Path, timeout: float | None
 ) -> tuple[Counts, dict[str, bool]]:
@@ -229,6 +267,7 @@ def summary(
     benches: list[BenchResult] | None,
     results: Path,
     started: float,
+    compat: CompatCounts | None = None,
 ) -> bool:
     """Print the SUMMARY block; returns whether everything passed."""
     ok = True
@@ -236,6 +275,11 @@ def summary(
     if tests is not None:
         ok &= tests.ok
         print(f"tests/gpu:  {'OK  ' if tests.ok else 'FAIL'} {describe(tests)}")
+        print(
+            compat.line()
+            if compat is not None
+            else "compat: no results (tests/gpu/test_compat_gpu.py did not run)"
+        )
     if notebooks is not None:
         counts, per_file = notebooks
         ok &= counts.ok
@@ -301,11 +345,13 @@ def main(argv: list[str] | None = None) -> int:
     junit_dir = REPO / "test-output" / "gpu" / "junit"
     device_info()
 
-    tests = notebooks = benches = None
+    tests = notebooks = benches = compat = None
     if "tests" not in skip:
         if (REPO / "tests" / "gpu").is_dir():
             junit = junit_dir / "tests.xml"
             tests, _ = run_pytest("tests/gpu", ["-q", "tests/gpu"], junit, args.tests_timeout)
+            with contextlib.suppress(OSError, ET.ParseError):
+                compat = read_compat(junit)
         else:
             tests = Counts(rc=None, problem="tests/gpu is missing")
     if "notebooks" not in skip:
@@ -330,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     if "bench" not in skip:
         benches = run_benchmarks(args.bench, args.bench_timeout, results)
 
-    return 0 if summary(tests, notebooks, benches, results, started) else 1
+    return 0 if summary(tests, notebooks, benches, results, started, compat) else 1
 
 
 if __name__ == "__main__":

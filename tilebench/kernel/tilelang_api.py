@@ -45,9 +45,37 @@ class TileLangKernelAPI:
 
     jit_kernel: Any
     name: str
-    latency: float | None = None
     config: dict | None = None
-    ref_latency: float | None = None
+    _latency: float | None = None
+    _ref_latency: float | None = None
+    _untimed = False  # picked by autotuning without a GPU: compiled, never timed
+
+    @property
+    def latency(self) -> float | None:
+        """Milliseconds of the config autotuning picked (tilelang's JITKernel.latency); None if not tuned.
+        Without a GPU nothing was timed: reading it stops a program there, as its first use of a GPU."""
+        self._require_timing("latency")
+        return self._latency
+
+    @latency.setter
+    def latency(self, value: float | None) -> None:
+        self._latency = value
+
+    @property
+    def ref_latency(self) -> float | None:
+        """Milliseconds of the autotuning's reference program (tilelang's JITKernel.ref_latency)."""
+        self._require_timing("ref_latency")
+        return self._ref_latency
+
+    @ref_latency.setter
+    def ref_latency(self, value: float | None) -> None:
+        self._ref_latency = value
+
+    def _require_timing(self, what: str) -> None:
+        if self._untimed:
+            from tilebench.measure.timer import require_gpu
+
+            require_gpu(f"{self.name}.{what} (autotuning compiled its configs but timed none)")
 
     def get_profiler(self, tensor_supply_type: Any = "auto") -> Any:
         """tilelang's Profiler for this kernel: assert_allclose, do_bench (tilebench's timer), run_once."""
@@ -80,6 +108,13 @@ class TileLangKernelAPI:
 
     def update_tuner_result(self, latency: float, config: dict[str, Any], ref_latency: float) -> Any:
         self.latency, self.config, self.ref_latency = latency, config, ref_latency
+        self._untimed = False
+        return self
+
+    def mark_untimed(self, config: dict[str, Any]) -> Any:
+        """Autotuning without a GPU stood this kernel in for the best: its config is known, no latency."""
+        self.update_tuner_result(None, config, None)
+        self._untimed = True
         return self
 
     def get_tuner_result(self) -> dict[str, Any]:

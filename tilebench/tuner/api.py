@@ -150,10 +150,16 @@ class AutoTuned:
 
     def best_call(self, *args: Any, **kwargs: Any) -> tuple[tuple, dict]:
         """Tune this call (once) and return the call of the best config."""
+        call_args, call_kwargs, _ = self._best(args, kwargs)
+        return call_args, call_kwargs
+
+    def _best(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple[TuneResult, dict] | None]:
+        """The call of the best config, and the tuning with the config it chose (None when the call
+        gives every tuned parameter itself)."""
         configs = self._configs_for(args, kwargs)
         tuned = set().union(*configs)
         if tuned <= set(kwargs):
-            return args, kwargs
+            return args, kwargs, None
         from tilebench.kernel.binder import freeze_key
         from tilebench.kernel.describe import describe_value
 
@@ -166,24 +172,31 @@ class AutoTuned:
             result = self.results[key] = tune_calls(self.jit, calls, self.tune_options)
         self.tune_result = result
         best = result.best_args
-        if best is not None:
-            return best.args, best.kwargs
-        stand_in = compile_only_stand_in(result)
-        if stand_in is None:
+        call = (best.args, best.kwargs) if best is not None else compile_only_stand_in(result)
+        if call is None:
             raise RuntimeError(
                 f"autotune: no config of {self.__name__} ran correctly ({result.num_errors} failed); "
                 "see .tune_result.records"
             )
-        return stand_in
+        return *call, (result, chosen_config(configs, call[1]))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        call_args, call_kwargs = self.best_call(*args, **kwargs)
-        return self.jit(*call_args, **call_kwargs)
+        call_args, call_kwargs, chosen = self._best(args, kwargs)
+        return self._with_tuning(self.jit(*call_args, **call_kwargs), chosen)
 
     def compile(self, *args: Any, **kwargs: Any) -> Any:
         """The compiled kernel of the best config for this call (tuning first if needed)."""
-        call_args, call_kwargs = self.best_call(*args, **kwargs)
-        return self.jit.compile(*call_args, **call_kwargs)
+        call_args, call_kwargs, chosen = self._best(args, kwargs)
+        return self._with_tuning(self.jit.compile(*call_args, **call_kwargs), chosen)
+
+    def _with_tuning(self, out: Any, chosen: tuple[TuneResult, dict] | None) -> Any:
+        """A compiled kernel (a lazy kernel's call returns one) carries its tuning's outcome, as tilelang's
+        does: `kernel.latency`, `.config`, `.ref_latency`."""
+        from tilebench.kernel.tilelang_api import TileLangKernelAPI
+
+        if chosen is not None and isinstance(out, TileLangKernelAPI) and out.config is None:
+            record_tuning(out, *chosen, self.tune_options)
+        return out
 
     def __repr__(self) -> str:
         return f"<tilebench.autotune {self.__name__} over {self.jit!r}>"
@@ -193,19 +206,60 @@ def compile_only_stand_in(result: TuneResult) -> tuple[tuple, dict] | None:
     """Without a GPU nothing is timed: the call of the first config that compiled, with a warning."""
     import warnings
 
+    record = _first_compiled(result)
+    if record is None:
+        return None
+    warnings.warn(
+        f"{result.name}: compile-only (no CUDA device), so no config was timed; "
+        f"using the first config that compiled, {record.config}",
+        stacklevel=3,
+    )
+    return result.make_call(record.config)
+
+
+def _first_compiled(result: TuneResult) -> Any:
+    """Without a GPU, the record of the first config that compiled (None on a GPU or if none did)."""
     from tilebench.compiler.runtime import has_gpu
 
     if has_gpu():
         return None
-    for record in result.records:
-        if record.status == "skipped":
-            warnings.warn(
-                f"{result.name}: compile-only (no CUDA device), so no config was timed; "
-                f"using the first config that compiled, {record.config}",
-                stacklevel=3,
-            )
-            return result.make_call(record.config)
-    return None
+    return next((record for record in result.records if record.status == "skipped"), None)
+
+
+def chosen_config(configs: list[dict], call_kwargs: dict) -> dict:
+    """The config, as the user's list gives it, that made this call (tilelang's `result.config`; the
+    records keep only the parameters that vary)."""
+    from tilebench.kernel.describe import describe_value
+
+    for config in configs:
+        if all(
+            k in call_kwargs and describe_value(call_kwargs[k]) == describe_value(v)
+            for k, v in config.items()
+        ):
+            return dict(config)
+    return {name: call_kwargs[name] for name in set().union(*configs) if name in call_kwargs}
+
+
+def record_tuning(
+    kernel: Any, tuned: TuneResult, config: dict, options: TuneOptions, ref_latency: float | None = None
+) -> Any:
+    """Put the tuning's outcome on the kernel it picked (tilelang's `update_tuner_result`); without a
+    GPU the stand-in is marked untimed, so reading its latency stops a program as compile-only."""
+    if tuned.best_record is None:
+        return kernel.mark_untimed(config)
+    if ref_latency is None:
+        ref_latency = reference_latency(kernel, options)
+    return kernel.update_tuner_result(tuned.best_latency, config, ref_latency)
+
+
+def reference_latency(kernel: Any, options: TuneOptions) -> float | None:
+    """The reference program's time on the kernel's profiler inputs (seed 003's ref_latency)."""
+    if options.ref is None:
+        return None
+    from tilebench.measure.timer import time_call
+
+    inputs = kernel.get_profiler(options.supply_type)._get_inputs()
+    return time_call(lambda: options.ref(*inputs), options.warmup, options.rep)
 
 
 def tune_calls(jit: Any, calls: list[tuple[tuple, dict]], options: TuneOptions) -> TuneResult:

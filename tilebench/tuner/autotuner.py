@@ -18,15 +18,23 @@ from tilebench.tuner.result import TuneResult
 
 @dataclasses.dataclass
 class AutotuneResult:
-    """Seed 003's result: the best config's latency (ms), config and kernel; `records` has every config."""
+    """Seed 003's result: the best config, its kernel, and (properties) its latency and the reference's,
+    in ms; `records` has every config. Without a GPU nothing was timed: reading a latency then stops
+    a program as compile-only (NoDeviceError)."""
 
-    latency: float | None = None
     config: dict | None = None
-    ref_latency: float | None = None
     libcode: str | None = None
     func: Any = None
     kernel: Any = None
     tune_result: TuneResult | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def latency(self) -> float | None:
+        return None if self.kernel is None else self.kernel.latency
+
+    @property
+    def ref_latency(self) -> float | None:
+        return None if self.kernel is None else self.kernel.ref_latency
 
     @property
     def records(self) -> list[Any]:
@@ -152,7 +160,7 @@ class AutoTuner:
 
     def run(self, warmup: float = 25, rep: float = 100, timeout: float = 30, **_: Any) -> AutotuneResult:
         """Tune every config; records go to the store (a second run answers from it)."""
-        from tilebench.tuner.api import compile_only_stand_in, tune_calls
+        from tilebench.tuner.api import chosen_config, compile_only_stand_in, record_tuning, tune_calls
 
         kernel = self._kernel()
         args, kwargs = self.call
@@ -170,13 +178,10 @@ class AutoTuner:
                 f"({tuned.num_errors} failed); see result.records of tb.records(kernel={kernel.__name__!r})"
             )
         compiled = kernel.compile(*call[0], **call[1])
-        config = tuned.best_config if best is not None else None
         ref_latency = self._ref_latency(compiled, options) if best is not None else None
-        compiled.update_tuner_result(tuned.best_latency, config, ref_latency)
+        record_tuning(compiled, tuned, chosen_config(configs, call[1]), options, ref_latency)
         return AutotuneResult(
-            latency=tuned.best_latency,
-            config=config,
-            ref_latency=ref_latency,
+            config=compiled.config,
             libcode=compiled.get_kernel_source(),
             func=compiled.prim_func,
             kernel=compiled,
@@ -184,14 +189,11 @@ class AutoTuner:
         )
 
     def _ref_latency(self, kernel: Any, options: Any) -> float | None:
-        """The reference's time on the profiler's inputs (seed 003's ref_latency)."""
-        if options.ref is None:
-            return None
-        if self.ref_latency_cache is None:
-            from tilebench.measure.timer import time_call
+        """The reference's time on the profiler's inputs (seed 003's ref_latency), measured once."""
+        from tilebench.tuner.api import reference_latency
 
-            inputs = kernel.get_profiler(options.supply_type)._get_inputs()
-            self.ref_latency_cache = time_call(lambda: options.ref(*inputs), options.warmup, options.rep)
+        if self.ref_latency_cache is None:
+            self.ref_latency_cache = reference_latency(kernel, options)
         return self.ref_latency_cache
 
     def __call__(self) -> AutotuneResult:

@@ -1,0 +1,122 @@
+"""TileLang programs (tests/compat/programs/) pasted unmodified into %%tilelang cells, compile-only here:
+each runs up to its first use of a GPU and stops there with a note, every kernel it compiled has CUDA
+source; plain tilelang running the same file stops at the same line (tests/gpu/test_compat_gpu.py runs
+them fully and compares their results)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from compat_programs import Program, programs, result_lines, run_as_cell, run_plain
+from IPython import get_ipython
+from IPython.testing.globalipapp import start_ipython
+
+import tilebench as tb
+from tilebench.views.panel import KernelSelector
+
+pytestmark = pytest.mark.skipif(
+    torch.cuda.is_available(), reason="compile-only checks; tests/gpu/test_compat_gpu.py runs these fully"
+)
+
+PROGRAMS = programs()
+BY_NAME = {program.name: program for program in PROGRAMS}
+PLAIN_TIMEOUT_S = 600
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython() or get_ipython()  # the test shell is one per process: later callers get None
+    shell.run_line_magic("load_ext", "tilebench")
+    return shell
+
+
+@pytest.fixture(scope="module")
+def cell_runs(ip):
+    """Each program run once as a cell, on first use."""
+    runs = {}
+
+    def run(program: Program):
+        if program.name not in runs:
+            runs[program.name] = run_as_cell(ip, program)
+        return runs[program.name]
+
+    return run
+
+
+def test_there_are_enough_programs_and_each_has_a_main():
+    assert len(PROGRAMS) >= 12
+    for program in PROGRAMS:
+        assert program.cell.rstrip().endswith("\nmain()"), (
+            f"{program.name}: must end with a plain main() call"
+        )
+        assert f'print("RESULT {program.name} ok")' in program.cell, program.name
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
+def test_program_runs_unmodified_as_a_cell(cell_runs, program):
+    run = cell_runs(program)
+    assert run.compiled, f"{program.name}: no kernel compiled ({run.result.note})"
+    assert len({id(compiled.kernel) for compiled in run.compiled}) == len(run.compiled)
+    for compiled in run.compiled:
+        assert compiled.kernel.target.startswith("cuda"), compiled.kernel.target
+        assert "__global__" in compiled.kernel.cuda_source, f"{compiled.name}: no CUDA source"
+    assert run.stop_line is not None, (
+        f"{program.name}: expected a compile-only stop, note: {run.result.note!r}"
+    )
+    assert "compile-only" in run.result.summary()
+    assert result_lines(run.stdout) == []  # it stopped before its checks
+
+
+def test_a_file_of_several_kernels_gets_one_panel_each(cell_runs):
+    run = cell_runs(BY_NAME["gemv"])
+    assert [c.name for c in run.compiled] == ["naive_gemv", "splitk_gemv", "tiled_gemv"]
+    assert isinstance(run.result.panel(), KernelSelector)
+    assert len(run.result.panel().picker.options) == 3
+
+
+def test_string_dtypes_on_the_magic_line_reach_the_dynamic_kernel(cell_runs):
+    program = BY_NAME["gemm_dynamic"]
+    assert program.magic_line == '1024, 1024, "float16", "float32"'
+    run = cell_runs(program)
+    assert run.result.call == ((1024, 1024, "float16", "float32"), {})
+    a, b, c = run.result.kernel.specs
+    assert (a.dtype, b.dtype, c.dtype) == ("float16", "float16", "float16")
+    assert b.shape == (1024, 1024) and not isinstance(a.shape[0], int)  # M stays dynamic
+
+
+# each autotuned program's config keys, as its config list writes them (tilelang's `kernel.config`)
+TUNED_CONFIG_KEYS = {
+    "gemm_autotune": {"block_M", "block_N", "block_K", "num_stages", "threads"},
+    "gemm_autotuner_class": {"block_M", "block_N", "block_K", "num_stages", "threads"},
+    "flash_attention": {"block_M", "block_N", "num_stages", "threads"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(TUNED_CONFIG_KEYS))
+def test_autotuned_programs_go_on_with_an_untimed_stand_in(cell_runs, name):
+    """Without a GPU no config is timed: the first one that compiled stands in (its whole config, as
+    tilelang's kernel.config gives it), and reading its latency is where the program first needs a GPU."""
+    run = cell_runs(BY_NAME[name])
+    kernel = run.compiled[-1].kernel
+    assert set(kernel.config) == TUNED_CONFIG_KEYS[name]
+    with pytest.raises(tb.NoDeviceError, match="timed none"):
+        kernel.latency  # noqa: B018
+    assert ".latency (autotuning compiled its configs but timed none)" in run.result.note
+    assert "best config:" in run.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
+def test_plain_tilelang_stops_at_the_same_line(cell_runs, program, tmp_path):
+    """`python program.py` with tilelang gets as far as the cell: both stop at the program's first use
+    of a GPU. tilelang's autotuner cannot finish without one (it times every config); tilebench's
+    compiles the configs and goes on, so there the cell gets further."""
+    plain = run_plain(program, tmp_path, PLAIN_TIMEOUT_S, compile_only=True)
+    assert plain.returncode != 0 and plain.failing_line is not None, plain.describe()
+    assert result_lines(plain.stdout) == []
+    cell = cell_runs(program)
+    if plain.failed_in("tilelang/autotuner/"):
+        assert cell.stop_line >= plain.failing_line, plain.describe()
+    else:
+        assert "CUDA" in plain.error, plain.describe()
+        assert cell.stop_line == plain.failing_line, (cell.result.note, plain.describe())

@@ -1,0 +1,59 @@
+"""TileLang programs (tests/compat/programs/) on the GPU: each runs fully as an unmodified %%tilelang cell,
+and as a plain Python file with tilelang; both print the same RESULT lines (parity).
+
+scripts/gpu_check.py counts these tests for its `compat: N/M unmodified` line.
+"""
+
+from __future__ import annotations
+
+import pytest
+from compat_programs import Program, programs, result_lines, run_as_cell, run_plain
+from IPython import get_ipython
+from IPython.testing.globalipapp import start_ipython
+
+pytestmark = pytest.mark.gpu
+
+PROGRAMS = programs()
+PLAIN_TIMEOUT_S = 600
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython() or get_ipython()  # the test shell is one per process: later callers get None
+    shell.run_line_magic("load_ext", "tilebench")
+    return shell
+
+
+@pytest.fixture(scope="module")
+def cell_runs(ip):
+    """Each program run once as a cell, on first use (a failing run raises in every test that needs it)."""
+    runs = {}
+
+    def run(program: Program):
+        if program.name not in runs:
+            try:
+                runs[program.name] = run_as_cell(ip, program)
+            except Exception as exc:
+                runs[program.name] = exc
+        outcome = runs[program.name]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    return run
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
+def test_program_runs_unmodified_as_a_cell(cell_runs, program):
+    run = cell_runs(program)
+    assert result_lines(run.stdout) == [f"RESULT {program.name} ok"], run.stdout[-3000:]
+    assert run.stop_line is None and "compile-only" not in run.result.note, run.result.note
+    assert run.compiled, f"{program.name}: no kernel compiled"
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
+def test_plain_tilelang_prints_the_same_results(cell_runs, program, tmp_path):
+    plain = run_plain(program, tmp_path, PLAIN_TIMEOUT_S, compile_only=False)
+    assert plain.returncode == 0, plain.describe()
+    assert result_lines(plain.stdout) == [f"RESULT {program.name} ok"], plain.describe()
+    assert result_lines(cell_runs(program).stdout) == result_lines(plain.stdout)
