@@ -66,34 +66,38 @@ EXPECTED = {  # fault -> the statuses that are right for it (compile-only machin
 }
 
 NOTEBOOK = """
-import sys
 from IPython.testing.globalipapp import start_ipython
 
-ip = start_ipython()
-ip.run_line_magic("load_ext", "tilebench")
-ip.run_cell("import torch, tilebench as tb")
-ip.run_cell({kernel!r})
-for mode in ("far", "spin", "wrong", "nan", "smem"):
-    line = f"-k faulty 65536, {{mode!r}} -o r --ref 'lambda A: A * 2 + 1' --timeout 10"
-    try:
-        ip.run_cell_magic("tilelang", line, "faulty = faulty")
-        run = ip.user_ns["r"].run
-        print("CELL", mode, getattr(run, "status", "none"), flush=True)
-    except Exception as exc:
-        print("CELL", mode, "raised", type(exc).__name__, flush=True)
-print("ALIVE", ip.run_cell("1 + 1").result, flush=True)
+if __name__ == "__main__":  # the benchmark worker imports this script too: run the cells once
+    ip = start_ipython()
+    ip.run_line_magic("load_ext", "tilebench")
+    ip.run_cell("import torch, tilebench as tb")
+    ip.run_cell({kernel!r})
+    for mode in ("far", "spin", "wrong", "nan", "smem"):
+        line = f"-k faulty 65536, {{mode!r}} -o r --ref 'lambda A: A * 2 + 1' --timeout 10"
+        try:
+            ip.run_cell_magic("tilelang", line, "faulty = faulty")
+            run = ip.user_ns["r"].run
+            print("CELL", mode, getattr(run, "status", "none"), "|", getattr(run, "message", "")[:120], flush=True)
+        except Exception as exc:
+            print("CELL", mode, "raised", type(exc).__name__, flush=True)
+    print("ALIVE", ip.run_cell("1 + 1").result, flush=True)
 """
 
 
 def tune_faults(store_path: Path) -> tuple[list, int]:
-    import tilelang.language as T
 
-    import tilebench as tb
+    import importlib.util
+
     from tilebench.store import RecordStore
 
-    namespace = {"tb": tb, "T": T}
-    exec(compile(KERNEL, "<faults kernel>", "exec"), namespace)
-    faulty = namespace["faulty"]
+    # tilelang reads a kernel's source from its file, so the kernel lives in a module of its own
+    module_path = store_path.parent / "faults_kernel.py"
+    module_path.write_text("import tilebench as tb\nimport tilelang.language as T\n" + KERNEL)
+    spec = importlib.util.spec_from_file_location("faults_kernel", module_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    faulty = module.faulty
     configs = [
         {"mode": mode, "block": block}
         for mode in ("ok", "far", "spin", "wrong", "nan", "smem")
@@ -120,7 +124,8 @@ def notebook_faults() -> tuple[dict[str, str], bool]:
     for line in done.stdout.splitlines():
         if line.startswith("CELL "):
             _, mode, status = line.split(" ", 2)
-            cells[mode] = status
+            cells[mode] = status.split(" | ")[0]
+            print(line)
     alive = done.returncode == 0 and "ALIVE 2" in done.stdout
     if not alive:
         print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
