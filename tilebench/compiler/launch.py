@@ -38,6 +38,21 @@ class _DeviceAnchor:
         return anchor
 
 
+def _range_guard(spec: ParamSpec) -> str:
+    """The executable casts an integer scalar to its dtype without a check: refuse what would wrap."""
+    bits = spec.dtype.removeprefix("uint").removeprefix("int")
+    if spec.kind != "scalar" or not spec.dtype.startswith(("int", "uint")) or not bits.isdigit():
+        return ""
+    width = int(bits)
+    low, high = (
+        (0, (1 << width) - 1) if spec.dtype.startswith("u") else (-(1 << width - 1), (1 << width - 1) - 1)
+    )
+    return (
+        f"        if {spec.name}.__class__ is bool or not {low} <= {spec.name} <= {high}:\n"
+        f"            raise OverflowError\n"
+    )
+
+
 def fast_call(jit_kernel: Any, specs: tuple[ParamSpec, ...]) -> Callable[..., Any] | None:
     """A `__call__(self, <inputs>)` calling the TVM-FFI executable directly, or None if not applicable."""
     adapter = getattr(jit_kernel, "adapter", None)
@@ -64,8 +79,7 @@ def fast_call(jit_kernel: Any, specs: tuple[ParamSpec, ...]) -> Callable[..., An
         result = f"list({result})"
     source = (
         f"def __call__(self{', ' if args else ''}{args}):\n"
-        f"    try:\n"
-        f"        return {result}\n"
+        f"    try:\n" + "".join(_range_guard(spec) for spec in inputs) + f"        return {result}\n"
         f"    except Exception as _exc:\n"
         f"        return self._refused(({args}{',' if len(names) == 1 else ''}), _exc)\n"
     )

@@ -148,7 +148,8 @@ class _Union(Expect):
             if issue is None:
                 return None
             issues.append(issue)
-        closer = [i for i in issues if i.error is not TypeError]  # the right type, a wrong value
+        # an option whose outer type fits (a wrong value, or a wrong item inside) says more
+        closer = [i for i in issues if i.error is not TypeError or i.path]
         return closer[0] if closer else Issue(TypeError, self.text, shown(value))
 
 
