@@ -191,6 +191,9 @@ if __name__ == "__main__":
     options = {"store": store, "progress": None}
     report("lazy tune", statuses(S.matmul.tune(256, 128, 64, block_M=tb.tune([None, "x"]), tune_options=options)))
     report("eager tune", statuses(S.gemm.tune(A, B, block_M=tb.tune([64, None]), tune_options=options)))
+    Q = tb.place(1, 128, 4, 64, dtype=torch.float16)
+    flash = S.flashattn_fwd.tune(Q, Q, Q, is_causal=tb.tune([None, "yes"]), tune_options=options)
+    report("flash tune", {repr(r.config["is_causal"]): [r.status, r.message] for r in flash.records})
 
     @tb.jit(out_idx=[-1], target="c", execution_backend="cython")
     def add_n(N):
@@ -242,6 +245,16 @@ def test_calls_that_used_to_crash_the_process_raise_and_record(tmp_path):
     eager = outcomes["eager tune"]
     assert eager["None"] == ["compile_error", "elaboration: TypeError: gemm(): block_M must be int, got None"]
     assert eager["64"][0] == "skipped" and "no CUDA device" in eager["64"][1]  # compiled, nothing to time on
+    assert outcomes["flash tune"] == {
+        "None": [
+            "compile_error",
+            "elaboration: TypeError: flashattn_fwd(): is_causal must be bool, got None",
+        ],
+        "'yes'": [
+            "compile_error",
+            "elaboration: TypeError: flashattn_fwd(): is_causal must be bool, got str 'yes'",
+        ],
+    }
     assert outcomes["cpu run"] == [5, 6, 7]
     name, message = outcomes["cpu int for tensor"]
     assert name == "TypeError" and "argument 'X' (input 1)" in message and "got int 8" in message
