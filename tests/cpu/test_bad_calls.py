@@ -281,6 +281,16 @@ def test_the_fast_launcher_refuses_a_wrapping_scalar_before_the_executable(matmu
     with pytest.raises(ValueError, match="'X' .* is on cpu") as info:
         kernel(n=5, X=x)  # in range: the executable itself refuses the CPU tensor
     assert "allocator anchor has the wrong device type" in str(info.value.__cause__)
+    compiled = S.add_scalar(4096)
+    launcher = fast_call(compiled.build.jit_kernel, compiled.specs)
+    kernel = type("Kernel", (Kernel,), {"__call__": launcher})(compiled.build, compiled.name)
+    a = torch.zeros(4096)
+    with pytest.raises(OverflowError, match=r"argument 'cval' \(input 1\) expects a float32 scalar") as info:
+        kernel(a, -1e39)  # the executable would pass -inf
+    assert type(info.value.__cause__) is OverflowError
+    for passed_as_given in (float("inf"), float("nan"), 3e38):
+        with pytest.raises(ValueError, match="'A' .* is on cpu"):
+            kernel(a, passed_as_given)
 
 
 def test_tilelangs_own_call_path_runs_checked_calls_on_this_cpu():

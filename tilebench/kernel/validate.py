@@ -100,10 +100,10 @@ def scalar_problem(where: str, dtype: str, value: Any) -> Exception | None:
             return TypeError(f"{where} expects a {dtype} scalar (a float or int), got {shown(value)}")
         limit = _FLOAT_MAX.get(dtype, sys.float_info.max)
         try:
-            magnitude = abs(float(value))
+            as_float = float(value)
         except OverflowError:
-            magnitude = math.inf
-        if magnitude > limit and not (isinstance(value, float) and not math.isfinite(value)):
+            as_float = None
+        if as_float is None or (math.isfinite(as_float) and abs(as_float) > limit):  # inf and nan pass
             return OverflowError(
                 f"{where} expects a {dtype} scalar of magnitude at most {limit:g}, got {value}"
             )
