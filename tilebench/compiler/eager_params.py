@@ -12,13 +12,16 @@ from typing import Any
 
 from tilebench.compiler.schema import ParamSpec, param_specs
 
+Found = tuple[dict[str, ParamSpec], set[str]]
+
 
 def eager_param_specs(
-    elaborator: Any, args: tuple, kwargs: dict
-) -> tuple[dict[str, ParamSpec], set[str]] | None:
+    elaborator: Any, args: tuple, kwargs: dict, memo: dict[int, tuple[Any, Found]]
+) -> Found | None:
     """The template's parameters by name, and the names whose shape or strides tilelang reads.
 
-    Builds (and caches, as tilelang would a moment later) the phase-1 template of this call.
+    Builds (and caches, as tilelang would a moment later) the phase-1 template of this call; `memo`
+    (one per kernel) keeps what was read from each template, since reading TVM objects takes a while.
     None when the kernel is not eager or the call does not bind (the caller's binder says why).
     """
     if elaborator.static_mode != "eager":
@@ -33,6 +36,10 @@ def eager_param_specs(
         elaborator.infer_mode(args, kwargs)  # static: sets tilelang's mode, runs no user code
         template = jit_func._build_tir_template(**bound.compile_kwargs)
         jit_func.p1_cache[bound.p1_key] = template
+    seen = memo.get(id(template))
+    if seen is not None and seen[0] is template:
+        return seen[1]
     specs = {spec.name: spec for spec in param_specs(template.prim_func)}
     read = {entry[0] for entry in (template.matcher or {}).values()}
+    memo[id(template)] = (template, (specs, read))
     return specs, read

@@ -275,6 +275,7 @@ class CallChecks:
         self.positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         self.keywords = {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
         self.takes_extra = any(p.kind == p.VAR_KEYWORD for p in params)
+        self.templates: dict[int, Any] = {}  # what eager templates expect of runtime arguments
         self.expect: dict[str, Expect] = {}
         for param in params:
             if param.name in runtime or param.name not in self.keywords:
@@ -359,7 +360,7 @@ def _shape(value: Any) -> tuple | None:
 def _runtime_problem(jit: Any, args: tuple, kwargs: dict, named: dict[str, Any]) -> Exception | None:
     from tilebench.compiler.eager_params import eager_param_specs
 
-    found = eager_param_specs(jit.elaborator, args, kwargs)
+    found = eager_param_specs(jit.elaborator, args, kwargs, _checks(jit).templates)
     if found is None:
         return None
     specs, read = found
