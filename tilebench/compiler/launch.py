@@ -38,6 +38,30 @@ class _DeviceAnchor:
         return anchor
 
 
+_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
+
+
+def _range_guard(spec: ParamSpec) -> str:
+    """The executable casts a scalar to its dtype without a check: refuse what would wrap or become inf.
+
+    Only the check: `Kernel._refused` then says which argument and why."""
+    if spec.kind != "scalar":
+        return ""
+    name, dtype = spec.name, spec.dtype
+    if dtype in _FLOAT_MAX:  # inf and nan pass as given
+        test = f"abs({name}) > {_FLOAT_MAX[dtype]!r} and abs({name}) != _inf"
+    else:
+        bits = dtype.removeprefix("uint").removeprefix("int")
+        if not dtype.startswith(("int", "uint")) or not bits.isdigit():
+            return ""
+        width = int(bits)
+        low, high = (
+            (0, (1 << width) - 1) if dtype.startswith("u") else (-(1 << width - 1), (1 << width - 1) - 1)
+        )
+        test = f"not {low} <= {name} <= {high}"
+    return f"        if {name}.__class__ is bool or {test}:\n            raise OverflowError\n"
+
+
 def fast_call(jit_kernel: Any, specs: tuple[ParamSpec, ...]) -> Callable[..., Any] | None:
     """A `__call__(self, <inputs>)` calling the TVM-FFI executable directly, or None if not applicable."""
     adapter = getattr(jit_kernel, "adapter", None)
@@ -54,7 +78,7 @@ def fast_call(jit_kernel: Any, specs: tuple[ParamSpec, ...]) -> Callable[..., An
     inputs = [s for s in specs if not s.is_output]
     args = ", ".join(names)
     call_args = args
-    namespace: dict[str, Any] = {"_exe": get_executable(), "_anchor": _DeviceAnchor()}
+    namespace: dict[str, Any] = {"_exe": get_executable(), "_anchor": _DeviceAnchor(), "_inf": float("inf")}
     if outputs:
         tensor_input = next((s.name for s in inputs if s.kind == "tensor"), None)
         anchor = tensor_input if tensor_input else "_anchor()"
@@ -64,8 +88,7 @@ def fast_call(jit_kernel: Any, specs: tuple[ParamSpec, ...]) -> Callable[..., An
         result = f"list({result})"
     source = (
         f"def __call__(self{', ' if args else ''}{args}):\n"
-        f"    try:\n"
-        f"        return {result}\n"
+        f"    try:\n" + "".join(_range_guard(spec) for spec in inputs) + f"        return {result}\n"
         f"    except Exception as _exc:\n"
         f"        return self._refused(({args}{',' if len(names) == 1 else ''}), _exc)\n"
     )

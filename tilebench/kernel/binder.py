@@ -126,10 +126,18 @@ def make_key_parser(
 def make_shape_reader(runtime_names: Sequence[str], readers: Sequence[tuple[str, str, int]]) -> Callable:
     """`reader(*runtime_values)` → the tuple of T.const values, e.g. (A.shape[0], B.shape[1]).
 
-    Each tensor's shape is read once (every `.shape` builds a torch.Size).
+    Each tensor's shape is read once (every `.shape` builds a torch.Size). Whatever cannot be read raises
+    TypeError or AttributeError, which send the call to the slow path that says what is wrong.
     """
     lines, parts = _shape_reads(readers)
     source = (
-        f"def read({', '.join(runtime_names)}):\n" + "".join(lines) + f"    return {_tuple_text(parts)}\n"
+        f"def read({', '.join(runtime_names)}):\n"
+        f"    try:\n" + _indented(lines) + f"        return {_tuple_text(parts)}\n"
+        f"    except RuntimeError as exc:  # a tensor without sizes (nested): the slow path names it\n"
+        f"        raise TypeError(str(exc)) from exc\n"
     )
     return _define(source, {}, "read", "shape reader")
+
+
+def _indented(lines: Sequence[str]) -> str:
+    return "".join("    " + line for line in lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tilebench.compiler.build import Build
@@ -10,7 +11,7 @@ from tilebench.compiler.runtime import has_gpu
 from tilebench.kernel import observe
 from tilebench.kernel.pointers import tensors_for_addresses
 from tilebench.kernel.tilelang_api import TileLangKernelAPI
-from tilebench.kernel.validate import diagnose
+from tilebench.kernel.validate import bind_inputs, diagnose, launchable
 from tilebench.measure.timer import NoDeviceError, time_call
 
 
@@ -33,7 +34,7 @@ class Kernel(TileLangKernelAPI):
         if build.device_kind == "cuda" and not has_gpu():
             call = Kernel._compile_only_call
         else:
-            call = fast_call(build.jit_kernel, build.specs) or generic_call(build.jit_kernel)
+            call = fast_call(build.jit_kernel, build.specs) or _screened(generic_call(build.jit_kernel))
         cls = type("Kernel", (Kernel,), {"__call__": call, "__module__": __name__, "__qualname__": "Kernel"})
         kernel = cls(build, name, origin)
         observe.report("compiled", kernel)
@@ -42,7 +43,8 @@ class Kernel(TileLangKernelAPI):
     def __call__(self, *args: Any) -> Any:  # replaced per instance class by from_build
         raise NotImplementedError
 
-    def _compile_only_call(self, *args: Any) -> Any:
+    def _compile_only_call(self, *args: Any, **kwargs: Any) -> Any:
+        args = bind_inputs(self.name, self.specs, args, kwargs)
         problem = diagnose(self.name, self.specs, args, self.build.device_kind)
         if problem is not None:
             raise problem
@@ -61,6 +63,16 @@ class Kernel(TileLangKernelAPI):
         if problem is None:
             raise error
         raise problem from error
+
+    def _screen_failed(self, args: tuple) -> tuple:
+        """Arguments the quick screen doubted: integer device pointers as tensors, else a named error."""
+        retried = tensors_for_addresses(self.specs, args)
+        if retried is not None:
+            return retried
+        problem = diagnose(self.name, self.specs, args, self.build.device_kind)
+        if problem is not None:
+            raise problem
+        return args
 
     # --- what the compiler made -------------------------------------------------------------
 
@@ -114,6 +126,19 @@ class Kernel(TileLangKernelAPI):
     def __repr__(self) -> str:
         params = ", ".join(self.signature)
         return f"<tilebench.Kernel {self.name} [{self.target}] ({params})>"
+
+
+def _screened(call: Callable[..., Any]) -> Callable[..., Any]:
+    """tilelang's own call path checks less than the TVM-FFI executable (the cython adapter takes an
+    integer for a tensor as an address, and truncates scalars): screen the arguments before launching."""
+
+    def __call__(self: Kernel, *args: Any, **kwargs: Any) -> Any:
+        args = bind_inputs(self.name, self.specs, args, kwargs)
+        if not launchable(self.specs, args):
+            args = self._screen_failed(args)
+        return call(self, *args)
+
+    return __call__
 
 
 class PartialKernel:

@@ -17,6 +17,7 @@ from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.targets import describe_target, resolve_target
 from tilebench.kernel.binder import freeze_key, make_binder, make_key_parser, make_shape_reader
 from tilebench.kernel.compiled import Kernel, PartialKernel
+from tilebench.kernel.param_checks import check_call
 from tilebench.kernel.placeholders import is_placeholder
 from tilebench.measure.timer import time_call
 
@@ -61,6 +62,7 @@ class JIT:
         return self._elaborator
 
     def _ensure_mode(self, args: tuple, kwargs: dict) -> str:
+        check_call(self, args, kwargs)  # kernel/param_checks.py: every value checked before tilelang sees it
         if self._mode is None:
             self._mode = self.elaborator.infer_mode(args, kwargs)
             if self._mode == "eager" and self.options.out_idx is not None:

@@ -5,13 +5,23 @@ Runs only when a call fails (or on a machine without a GPU), so it may take its 
 
 from __future__ import annotations
 
+import math
+import numbers
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 from tilebench.compiler.schema import ParamSpec
 from tilebench.kernel.placeholders import is_placeholder
+from tilebench.kernel.pointers import device_memory_problem, needed_bytes
 
 _TORCH_NAMES = {"bool": "bool", "float": "float32", "half": "float16", "double": "float64"}
+_FLOAT_MAX = {
+    "float16": 65504.0,
+    "bfloat16": 3.3895313892515355e38,
+    "float32": 3.4028234663852886e38,
+    "float64": sys.float_info.max,
+}
 
 
 def _dtype_name(torch_dtype: Any) -> str:
@@ -25,6 +35,128 @@ def _expected_strides(shape: Sequence[int]) -> tuple[int, ...]:
         strides.append(step)
         step *= max(int(dim), 1)
     return tuple(reversed(strides))
+
+
+# --- values ----------------------------------------------------------------------------------------
+
+
+def is_bool(value: Any) -> bool:
+    """A Python or numpy bool."""
+    return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ == "bool")
+
+
+def is_integer(value: Any) -> bool:
+    """An int, or a numpy integer scalar; never a bool."""
+    return isinstance(value, numbers.Integral) and not is_bool(value)
+
+
+def is_real(value: Any) -> bool:
+    """An int or float (numpy scalars too); never a bool."""
+    return isinstance(value, numbers.Real) and not is_bool(value)
+
+
+def shown(value: Any) -> str:
+    """A value as an error message shows it: its type, and the value itself when short."""
+    if value is None:
+        return "None"
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            if value.is_nested:
+                return "a nested torch.Tensor"
+            if value.dim() == 0:
+                return f"a 0-dim torch.Tensor of dtype {_dtype_name(value.dtype)} (pass value.item())"
+            return f"torch.Tensor of shape {tuple(value.shape)} and dtype {_dtype_name(value.dtype)}"
+    except ImportError:  # pragma: no cover - torch comes with tilelang
+        pass
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _int_range(dtype: str) -> tuple[int, int] | None:
+    for prefix, signed in (("uint", False), ("int", True)):
+        bits = dtype.removeprefix(prefix)
+        if dtype.startswith(prefix) and bits.isdigit():
+            width = int(bits)
+            return (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+    return None
+
+
+def scalar_problem(where: str, dtype: str, value: Any) -> Exception | None:
+    """Why `value` cannot be passed as a scalar of `dtype` (type, then range), or None."""
+    limits = _int_range(dtype)
+    if limits is not None:
+        if not is_integer(value):
+            return TypeError(f"{where} expects an {dtype} scalar (an int), got {shown(value)}")
+        low, high = limits
+        if not low <= value <= high:
+            return OverflowError(f"{where} expects an {dtype} scalar in [{low}, {high}], got {value}")
+        return None
+    if dtype.startswith(("float", "bfloat")):
+        if not is_real(value):
+            return TypeError(f"{where} expects a {dtype} scalar (a float or int), got {shown(value)}")
+        limit = _FLOAT_MAX.get(dtype, sys.float_info.max)
+        try:
+            as_float = float(value)
+        except OverflowError:
+            as_float = None
+        if as_float is None or (math.isfinite(as_float) and abs(as_float) > limit):  # inf and nan pass
+            return OverflowError(
+                f"{where} expects a {dtype} scalar of magnitude at most {limit:g}, got {value}"
+            )
+        return None
+    if dtype == "bool" and not (is_bool(value) or is_integer(value)):
+        return TypeError(f"{where} expects a bool scalar, got {shown(value)}")
+    return None
+
+
+def pointer_problem(where: str, value: Any) -> Exception | None:
+    """Why `value` cannot be passed as a raw pointer (an address or something with data_ptr()), or None."""
+    if is_integer(value):
+        if not 0 <= value < 1 << 64:
+            return OverflowError(f"{where} expects a pointer (an address in [0, 2**64)), got {value}")
+        return None
+    if hasattr(value, "data_ptr"):
+        return None
+    return TypeError(f"{where} expects a pointer (an int address or a tensor), got {shown(value)}")
+
+
+def tensor_kind_problem(where: str, value: Any) -> Exception | None:
+    """Why a torch.Tensor cannot be passed at all (nested, sparse), or None."""
+    if getattr(value, "is_nested", False):
+        return TypeError(f"{where} got a nested tensor; pass a regular (strided) torch.Tensor")
+    import torch
+
+    if value.layout != torch.strided:
+        return TypeError(
+            f"{where} got a tensor with layout {value.layout}; pass a strided (dense) torch.Tensor"
+        )
+    return None
+
+
+def bind_inputs(kernel: str, specs: Sequence[ParamSpec], args: tuple, kwargs: dict) -> tuple:
+    """`args` and `kwargs` as one positional tuple of the kernel's inputs (Python's binding rules)."""
+    if not kwargs:
+        return args
+    names = [s.name for s in specs if not s.is_output]
+    if len(args) > len(names):
+        expected = ", ".join(s.describe() for s in specs if not s.is_output)
+        raise TypeError(f"{kernel}() takes {len(names)} inputs ({expected}), got {len(args) + len(kwargs)}")
+    values: dict[str, Any] = dict(zip(names, args))
+    for name, value in kwargs.items():
+        if name not in names:
+            raise TypeError(f"{kernel}() got an unexpected keyword argument {name!r}")
+        if name in values:
+            raise TypeError(f"{kernel}() got multiple values for argument {name!r}")
+        values[name] = value
+    missing = [name for name in names if name not in values]
+    if missing:
+        listed = ", ".join(repr(n) for n in missing)
+        raise TypeError(f"{kernel}() missing {len(missing)} required argument(s): {listed}")
+    return tuple(values[name] for name in names)
 
 
 class _Checker:
@@ -46,15 +178,13 @@ class _Checker:
                 f"{where} is a placeholder ({value!r}): placeholders compile kernels but cannot "
                 "run them; pass a torch.Tensor"
             )
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            if all(isinstance(d, int) for d in spec.shape):
-                return None  # a device address (seed 001's A.data_ptr()); viewed as the tensor it points to
-            return TypeError(
-                f"{where} got an integer address, but its shape {tuple(spec.shape)} is not static: "
-                "pass the torch.Tensor itself"
-            )
+        if is_integer(value):
+            return self.address(spec, where, int(value))
         if not isinstance(value, torch.Tensor):
-            return TypeError(f"{where} expects a torch.Tensor of {spec.dtype}, got {type(value).__name__}")
+            return TypeError(f"{where} expects a torch.Tensor of {spec.dtype}, got {shown(value)}")
+        problem = tensor_kind_problem(where, value)
+        if problem is not None:
+            return problem
         if _dtype_name(value.dtype) != spec.dtype:
             return TypeError(f"{where} expects dtype {spec.dtype}, got {_dtype_name(value.dtype)}")
         if value.dim() != len(spec.shape):
@@ -114,6 +244,25 @@ class _Checker:
                 return f"expects strides {tuple(spec.strides)}, got {got}: {problem}"
         return None
 
+    def address(self, spec: ParamSpec, where: str, address: int) -> Exception | None:
+        """An integer for a tensor: taken only as device memory the CUDA driver vouches for."""
+        if not all(isinstance(d, int) for d in spec.shape):
+            return TypeError(
+                f"{where} got an integer address, but its shape {tuple(spec.shape)} is not static: "
+                "pass the torch.Tensor itself"
+            )
+        nbytes = needed_bytes(spec)
+        reason = (
+            "its dtype has no torch equivalent" if nbytes is None else device_memory_problem(address, nbytes)
+        )
+        if reason is None:
+            return None  # a device address (seed 001's A.data_ptr()); viewed as the tensor it points to
+        return TypeError(
+            f"{where} expects a torch.Tensor of {spec.dtype}, got int {address}: an integer is taken as a "
+            f"device address only when the CUDA driver confirms it is device memory of at least "
+            f"{nbytes} bytes ({reason})"
+        )
+
     def scalar(self, spec: ParamSpec, position: int, value: Any) -> Exception | None:
         where = self.where(spec, position)
         if is_placeholder(value) and spec.kind == "ptr":
@@ -121,23 +270,8 @@ class _Checker:
                 f"{where} is a placeholder pointer (tb.empty_data_ptr()): pass tensor.data_ptr()"
             )
         if spec.kind == "ptr":
-            ok = isinstance(value, int) or hasattr(value, "data_ptr")
-            return (
-                None
-                if ok
-                else TypeError(f"{where} expects a pointer (int or tensor), got {type(value).__name__}")
-            )
-        if spec.dtype.startswith(("int", "uint")):
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif spec.dtype.startswith(("float", "bfloat")):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        else:
-            ok = True
-        return (
-            None
-            if ok
-            else TypeError(f"{where} expects a {spec.dtype} scalar, got {type(value).__name__} {value!r}")
-        )
+            return pointer_problem(where, value)
+        return scalar_problem(where, spec.dtype, value)
 
 
 def diagnose(
@@ -160,3 +294,23 @@ def diagnose(
         if problem is not None:
             return problem
     return None
+
+
+def launchable(specs: Sequence[ParamSpec], args: Sequence[Any]) -> bool:
+    """A quick screen before tilelang's own call path, which takes an integer for a tensor as an address and
+    truncates out-of-range scalars: True when every input is the right kind of value, in range."""
+    import torch
+
+    inputs = [s for s in specs if not s.is_output]
+    if len(args) != len(inputs):
+        return False
+    for spec, value in zip(inputs, args):
+        if spec.kind == "tensor":
+            if not isinstance(value, torch.Tensor) or value.is_nested or value.layout != torch.strided:
+                return False
+        elif spec.kind == "ptr":
+            if pointer_problem(spec.name, value) is not None:
+                return False
+        elif scalar_problem(spec.name, spec.dtype, value) is not None:
+            return False
+    return True

@@ -280,6 +280,7 @@ class TuneSession:
     ) -> list[Record]:
         """Records for a batch of configs: stored ones reused, the rest elaborated, compiled, benchmarked."""
         from tilebench.compiler.pool import readable_error
+        from tilebench.kernel.param_checks import compile_values_problem
 
         outcomes: dict[int, Record] = {}
         todo: list[tuple[int, dict, Any]] = []
@@ -291,6 +292,10 @@ class TuneSession:
                 continue
             args, kwargs = self.space.call_for(config)
             try:
+                # a value TVM would crash on (block_M=None) must be refused before elaboration
+                problem = compile_values_problem(self.jit, args, kwargs)
+                if problem is not None:
+                    raise problem
                 prim_func = self.jit.get_tir(*args, **kwargs)
             except Exception as exc:  # an invalid config is a record, not a failed run
                 record = Record(dict(config), "compile_error", f"elaboration: {readable_error(exc)}")
