@@ -48,6 +48,11 @@ def test_one_frame_key_parser_agrees_with_the_slow_path():
     assert "parse_cache_key" in vars(gemm)
     assert [gemm.parse_cache_key(*a, **k) for a, k in calls] == slow
     assert len(set(slow[:3])) == 3
+    import numpy as np
+
+    assert gemm.parse_cache_key(A, B, block_M=np.int64(128)) == slow[0]  # equal, not identical: slow path
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        gemm.parse_cache_key(A, B, bogus=1)
     gemm.cache_clear()
     assert "parse_cache_key" not in vars(gemm)
 

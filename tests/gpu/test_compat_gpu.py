@@ -51,9 +51,21 @@ def test_program_runs_unmodified_as_a_cell(cell_runs, program):
     assert run.compiled, f"{program.name}: no kernel compiled"
 
 
+@pytest.fixture(scope="module")
+def plain_runs(tmp_path_factory):
+    """Every program run as a plain tilelang file, six at a time (each pays a new process's imports)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run(program: Program):
+        return run_plain(program, tmp_path_factory.mktemp(program.name), PLAIN_TIMEOUT_S, compile_only=False)
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        return dict(zip((p.name for p in PROGRAMS), pool.map(run, PROGRAMS)))
+
+
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
-def test_plain_tilelang_prints_the_same_results(cell_runs, program, tmp_path):
-    plain = run_plain(program, tmp_path, PLAIN_TIMEOUT_S, compile_only=False)
+def test_plain_tilelang_prints_the_same_results(cell_runs, plain_runs, program):
+    plain = plain_runs[program.name]
     assert plain.returncode == 0, plain.describe()
     assert result_lines(plain.stdout) == [f"RESULT {program.name} ok"], plain.describe()
     assert result_lines(cell_runs(program).stdout) == result_lines(plain.stdout)

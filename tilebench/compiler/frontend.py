@@ -74,6 +74,14 @@ class Elaborator:
             readers.append((arg_name, what, axis))
         return readers
 
+    def const_names(self, args: tuple, kwargs: dict) -> list[str]:
+        """The T.const symbols of the call's template: the keywords a call may give their values by."""
+        bound = self.jit_func._argument_binder.bind(args, kwargs)
+        template = self.jit_func.p1_cache.get(bound.p1_key)
+        if template is None or template.matcher is None:
+            return []
+        return list(dict.fromkeys(str(entry[3]) for entry in template.matcher.values()))
+
 
 _JIT_OPTION_NAMES = ("out_idx", "target", "target_host", "verbose", "pass_configs", "compile_flags")
 

@@ -99,28 +99,56 @@ def make_key_parser(
     compile_values: tuple,
     readers: Sequence[tuple[str, str, int]],
     slow: Callable[..., tuple],
+    symbols: Sequence[str] = (),
 ) -> Callable[..., tuple] | None:
     """`parse_cache_key` in one frame for the calls of one template (these compile-time values).
 
-    Other calls (another template, extra keywords) go to `slow`. The compile-time values are compared
-    as a tuple, which checks identity first, so the defaults cost almost nothing.
+    The compile-time values are compared by identity with the template's (the defaults, and small ints
+    or strings given again, are the same objects); anything else, or a T.const value given by keyword
+    (`symbols` become keyword-only parameters), goes to `slow`. No `**kwargs`: an unknown keyword is
+    Python's TypeError naming it.
     """
     mirrored = _mirror_signature(signature, runtime_names)
-    if mirrored is None:
+    if (
+        mirrored is None
+        or signature.parameters
+        and any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
+    ):
         return None
     params, namespace, compile_names = mirrored
-    namespace.update(_known=compile_values, _slow=slow)
-    names = [p.name for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
-    forward = ", ".join([*(f"{n}={n}" for n in names), "**_extra"])
+    params = [p for p in params if p != "**_extra"]
+    taken = set(signature.parameters)
+    consts = [name for name in symbols if name.isidentifier() and name not in taken]
+    if len(compile_values) != len(compile_names):
+        return None  # extra keywords joined the compile-time values: leave such templates to `slow`
+    if consts:
+        params += ([] if "*" in params else ["*"]) + [f"{name}=_unset" for name in consts]
+    namespace.update(_slow=slow, _unset=_UNSET, _given=_given)
+    same = []
+    for index, (name, value) in enumerate(zip(compile_names, compile_values)):
+        namespace[f"_k{index}"] = value
+        same.append(f"{name} is not _k{index}")
+    same += [f"{name} is not _unset" for name in consts]
+    names = [p.name for p in signature.parameters.values()]
+    forward = ", ".join(f"{n}={n}" for n in names)
+    extra = f", **_given({', '.join(f'{n}={n}' for n in consts)})" if consts else ""
     lines, parts = _shape_reads(readers)
+    test = " or ".join(same) or "False"
     source = (
         f"def parse_cache_key({', '.join(params)}):\n"
-        f"    if _extra or {_tuple_text(compile_names)} != _known:\n"
-        f"        return _slow({forward})\n"
+        f"    if {test}:\n"
+        f"        return _slow({forward}{extra})\n"
         + "".join(lines)
         + f"    return {_tuple_text([*compile_names, *parts])}\n"
     )
     return _define(source, namespace, "parse_cache_key", "key parser")
+
+
+_UNSET = object()
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    return {name: value for name, value in values.items() if value is not _UNSET}
 
 
 def make_shape_reader(runtime_names: Sequence[str], readers: Sequence[tuple[str, str, int]]) -> Callable:

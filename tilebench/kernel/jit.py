@@ -147,10 +147,10 @@ class JIT:
             entry = self._templates.setdefault(compile_values, (reader, {}))
             entry[1][reader(*runtime)] = kernel
             if "parse_cache_key" not in self.__dict__:
-                self._install_key_parser(compile_values, readers)
+                self._install_key_parser(compile_values, readers, elaborator.const_names(args, kwargs))
         return kernel, runtime
 
-    def _install_key_parser(self, compile_values: tuple, readers: list) -> None:
+    def _install_key_parser(self, compile_values: tuple, readers: list, symbols: list[str]) -> None:
         """Shadow `parse_cache_key` with a one-frame version for the first template seen."""
         parser = make_key_parser(
             self.elaborator.signature,
@@ -158,6 +158,7 @@ class JIT:
             compile_values,
             readers,
             JIT.parse_cache_key.__get__(self),
+            symbols,
         )
         if parser is not None:
             parser.__doc__ = JIT.parse_cache_key.__doc__

@@ -39,6 +39,16 @@ def real_module(value: Any) -> Any:
     return value.__dict__["_tilebench_real"] if isinstance(value, TileLangView) else value
 
 
+def _compile_options(**given: Any) -> Any:
+    """tilebench's CompileOptions from tilelang's compile arguments ("auto" means tilebench's default)."""
+    from tilebench.compiler.options import CompileOptions
+
+    for name in ("target", "execution_backend"):
+        if given.get(name) == "auto":
+            given[name] = None
+    return CompileOptions.create(**given)
+
+
 def compile_like_tilelang(
     func: Any = None,
     out_idx: list[int] | int | None = None,
@@ -50,18 +60,22 @@ def compile_like_tilelang(
     compile_flags: list[str] | str | None = None,
 ) -> Any:
     """`tilelang.compile` with tilelang's signature, giving a tilebench Kernel."""
+    from tilebench.compiler.build import compile_primfunc, is_prim_func
+    from tilebench.kernel.compiled import Kernel
     from tilebench.kernel.jit import compile as tb_compile
 
-    return tb_compile(
-        func,
+    options = _compile_options(
         out_idx=out_idx,
-        target=None if target == "auto" else target,
+        execution_backend=execution_backend,
+        target=target,
         target_host=target_host,
-        execution_backend=None if execution_backend == "auto" else execution_backend,
         verbose=verbose,
         pass_configs=pass_configs,
         compile_flags=compile_flags,
     )
+    if not is_prim_func(func):
+        return tb_compile(func)  # a PartialKernel, or tb.compile's TypeError naming what came
+    return Kernel.from_build(compile_primfunc(func, options))
 
 
 def par_compile_like_tilelang(
@@ -78,15 +92,14 @@ def par_compile_like_tilelang(
 ) -> list[Any]:
     """`tilelang.par_compile`: PrimFuncs compiled in tilebench's worker pool, as tilebench Kernels."""
     from tilebench.compiler.build import CompileError
-    from tilebench.compiler.options import CompileOptions
     from tilebench.compiler.parallel import compile_all
     from tilebench.kernel.compiled import Kernel
 
-    options = CompileOptions.create(
+    options = _compile_options(
         out_idx=out_idx,
-        target=None if target == "auto" else target,
+        execution_backend=execution_backend,
+        target=target,
         target_host=target_host,
-        execution_backend=None if execution_backend == "auto" else execution_backend,
         verbose=verbose,
         pass_configs=pass_configs,
         compile_flags=compile_flags,
