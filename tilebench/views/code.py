@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import anywidget
@@ -270,210 +271,8 @@ def _token_css() -> str:
     return "\n".join(rules)
 
 
-_LAYOUT_CSS = """
-.tb-code { font-size: 12px; border: 1px solid var(--jp-border-color2, #d0d7de); border-radius: 4px;
-  overflow: hidden; }
-.tb-code .tb-bar { display: flex; align-items: center; gap: 6px; padding: 3px 6px;
-  font-family: var(--jp-ui-font-family, sans-serif);
-  background: var(--jp-layout-color2, #f0f0f0); border-bottom: 1px solid var(--jp-border-color2, #d0d7de); }
-.tb-code .tb-title { font-weight: 600; }
-.tb-code .tb-meta { opacity: 0.7; }
-.tb-code .tb-spacer { flex: 1; }
-.tb-code .tb-find { width: 14em; font-size: 12px; padding: 1px 4px; }
-.tb-code .tb-count { min-width: 5em; text-align: right; opacity: 0.8; font-variant-numeric: tabular-nums; }
-.tb-code button { font-size: 12px; padding: 0 6px; cursor: pointer; }
-.tb-code .tb-scroll { position: relative; max-height: 480px; overflow: auto; }
-.tb-code .tb-src { margin: 0; padding: 4px 0; white-space: pre; tab-size: 4; line-height: 1.4;
-  font-family: var(--jp-code-font-family, monospace); counter-reset: tbl; min-width: max-content; }
-.tb-code .tb-src .tbl::before { counter-increment: tbl; content: counter(tbl); display: inline-block;
-  width: var(--tb-gutter, 4ch); padding-right: 1.5ch; margin-right: 1ch; text-align: right;
-  opacity: 0.45; user-select: none; border-right: 1px solid rgba(128, 128, 128, 0.3); }
-.tb-code mark.tb-hit { background: rgba(255, 213, 0, 0.45); color: inherit; border-radius: 2px; }
-.tb-code mark.tb-hit.tb-cur { background: rgba(255, 140, 0, 0.85); outline: 1px solid #e07000; }
-"""
-
-CODE_CSS = _LAYOUT_CSS + _token_css()
-
-_ESM = r"""
-const MAX_HITS = 2000;
-
-function render({ model, el }) {
-  el.classList.add("tb-code");
-  el.innerHTML = `
-    <div class="tb-bar" data-lm-suppress-shortcuts="true">
-      <span class="tb-title"></span><span class="tb-meta"></span><span class="tb-spacer"></span>
-      <input class="tb-find" type="search" placeholder="search" spellcheck="false">
-      <span class="tb-count"></span>
-      <button class="tb-prev" title="previous match (Shift+Enter)">&#8593;</button>
-      <button class="tb-next" title="next match (Enter)">&#8595;</button>
-      <button class="tb-copy" title="copy the code">copy</button>
-    </div>
-    <div class="tb-scroll"><pre class="tb-src"></pre></div>`;
-  const $ = (selector) => el.querySelector(selector);
-  const title = $(".tb-title"), meta = $(".tb-meta"), find = $(".tb-find"), count = $(".tb-count");
-  const scroller = $(".tb-scroll"), src = $(".tb-src"), copyButton = $(".tb-copy");
-  let hits = [];        // one entry per match: the <mark> elements it was split into
-  let current = -1;
-  let marked = new Map(); // line element -> its HTML before marking
-  let timer = null;
-  let texts = [];         // each line's text, lower case (read from the DOM once per render)
-
-  function clearMarks() {
-    for (const [line, html] of marked) line.innerHTML = html;
-    marked = new Map();
-    hits = [];
-    current = -1;
-  }
-
-  function markLine(line, text, needle, room) {
-    const starts = [];
-    for (let at = text.indexOf(needle); at !== -1 && starts.length < room; at = text.indexOf(needle, at + needle.length)) {
-      starts.push(at);
-    }
-    if (!starts.length) return [];
-    marked.set(line, line.innerHTML);
-    const nodes = [];
-    const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
-    for (let node = walker.nextNode(), offset = 0; node; node = walker.nextNode()) {
-      nodes.push([node, offset]);
-      offset += node.data.length;
-    }
-    const groups = [];
-    // Right to left, so splitting a text node never moves the text still to be marked.
-    for (let h = starts.length - 1; h >= 0; h--) {
-      const s = starts[h], e = s + needle.length, parts = [];
-      for (let k = nodes.length - 1; k >= 0; k--) {
-        const [node, start] = nodes[k];
-        const end = start + node.data.length;
-        if (end <= s || start >= e) continue;
-        const a = Math.max(s, start) - start, b = Math.min(e, end) - start;
-        if (b < node.data.length) node.splitText(b);
-        const target = a > 0 ? node.splitText(a) : node;
-        const mark = document.createElement("mark");
-        mark.className = "tb-hit";
-        target.parentNode.insertBefore(mark, target);
-        mark.appendChild(target);
-        parts.unshift(mark);
-      }
-      groups.unshift(parts);
-    }
-    return groups;
-  }
-
-  function showCount() {
-    if (!find.value) count.textContent = "";
-    else if (!hits.length) count.textContent = "no matches";
-    else count.textContent = `${current + 1} / ${hits.length}${hits.length >= MAX_HITS ? "+" : ""}`;
-  }
-
-  function reveal(mark) {
-    const box = mark.getBoundingClientRect(), view = scroller.getBoundingClientRect();
-    if (box.top < view.top || box.bottom > view.bottom) {
-      scroller.scrollTop += box.top - view.top - scroller.clientHeight / 2;
-    }
-    if (box.left < view.left || box.right > view.right) {
-      scroller.scrollLeft += box.left - view.left - scroller.clientWidth / 3;
-    }
-  }
-
-  function select(index) {
-    if (!hits.length) return showCount();
-    if (current >= 0) for (const mark of hits[current]) mark.classList.remove("tb-cur");
-    current = (index + hits.length) % hits.length;
-    for (const mark of hits[current]) mark.classList.add("tb-cur");
-    reveal(hits[current][0]);
-    showCount();
-  }
-
-  function search() {
-    clearMarks();
-    const needle = find.value.toLowerCase();
-    if (needle) {
-      const lines = src.children;
-      for (let n = 0; n < texts.length && hits.length < MAX_HITS; n++) {
-        if (texts[n].includes(needle)) hits.push(...markLine(lines[n], texts[n], needle, MAX_HITS - hits.length));
-      }
-    }
-    if (hits.length) select(0); else showCount();
-  }
-
-  function header() {
-    const lines = src.children.length;
-    title.textContent = model.get("title");
-    meta.textContent = `${model.get("language")} · ${lines} line${lines === 1 ? "" : "s"}`;
-  }
-
-  function show() {
-    marked = new Map();
-    src.innerHTML = model.get("html");
-    texts = Array.from(src.children, (line) => line.textContent.toLowerCase());
-    src.style.setProperty("--tb-gutter", `${Math.max(2, String(src.children.length).length)}ch`);
-    header();
-    if (find.value) search(); else { hits = []; current = -1; showCount(); }
-  }
-
-  function fallbackCopy(text) {
-    const area = document.createElement("textarea");
-    area.value = text;
-    area.setAttribute("readonly", "");
-    area.style.position = "fixed";
-    area.style.opacity = "0";
-    document.body.appendChild(area);
-    area.select();
-    let ok = false;
-    try { ok = document.execCommand("copy"); } catch (error) { ok = false; }
-    area.remove();
-    return ok;
-  }
-
-  async function copy() {
-    const text = model.get("code");
-    let ok = false;
-    try {
-      await navigator.clipboard.writeText(text);
-      ok = true;
-    } catch (error) {
-      ok = fallbackCopy(text);
-    }
-    copyButton.textContent = ok ? "copied" : "copy failed";
-    setTimeout(() => { copyButton.textContent = "copy"; }, 1200);
-  }
-
-  find.addEventListener("input", () => {
-    clearTimeout(timer);
-    timer = setTimeout(() => { timer = null; search(); }, 120);
-  });
-  find.addEventListener("keydown", (event) => {
-    event.stopPropagation();  // keep notebook shortcuts (Shift+Enter runs a cell) out of the search box
-    if (event.key === "Enter") {
-      event.preventDefault();
-      if (timer !== null) {  // typed but not searched yet: search now and show the first match
-        clearTimeout(timer);
-        timer = null;
-        search();
-      } else {
-        select(current + (event.shiftKey ? -1 : 1));
-      }
-    } else if (event.key === "Escape") {
-      find.value = "";
-      search();
-    }
-  });
-  $(".tb-next").addEventListener("click", () => select(current + 1));
-  $(".tb-prev").addEventListener("click", () => select(current - 1));
-  copyButton.addEventListener("click", copy);
-  model.on("change:html", show);
-  model.on("change:title change:language", header);
-  show();
-  return () => {
-    clearTimeout(timer);
-    model.off("change:html", show);
-    model.off("change:title change:language", header);
-  };
-}
-
-export default { render };
-"""
+STATIC = Path(__file__).parent / "static"
+CODE_CSS = (STATIC / "code_view.css").read_text() + _token_css()
 
 
 class CodeView(anywidget.AnyWidget):
@@ -482,7 +281,7 @@ class CodeView(anywidget.AnyWidget):
     ``html`` follows ``code`` and ``language`` (highlighted in Python with :func:`highlight`).
     """
 
-    _esm = _ESM
+    _esm = STATIC / "code_view.js"
     _css = CODE_CSS
 
     code = traitlets.Unicode("").tag(sync=True)
