@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tilebench.tuner.protocol import TunableKernel
 from tilebench.tuner.result import CallArgs, TuneResult
 from tilebench.tuner.session import TuneOptions, TuneSession
 
@@ -23,20 +24,20 @@ def make_options(options: TuneOptions | dict | None = None, **more: Any) -> Tune
     return TuneOptions(**values)
 
 
-def _signature(jit: Any) -> inspect.Signature | None:
+def _signature(jit: TunableKernel) -> inspect.Signature | None:
     try:
         return inspect.signature(jit.func)
     except (TypeError, ValueError):
         return None
 
 
-def space_of_call(jit: Any, args: tuple, kwargs: dict, constraint: Callable | None = None) -> Any:
+def space_of_call(jit: TunableKernel, args: tuple, kwargs: dict, constraint: Callable | None = None) -> Any:
     from tilebench.tuner.space import Space
 
     return Space.from_call(args, kwargs, _signature(jit), constraint=constraint)
 
 
-def tune_call(jit: Any, args: tuple, kwargs: dict, options: TuneOptions) -> TuneResult:
+def tune_call(jit: TunableKernel, args: tuple, kwargs: dict, options: TuneOptions) -> TuneResult:
     """Tune the `tb.tune([...])` choices of one call of `jit`."""
     space = space_of_call(jit, args, kwargs, options.constraint)
     if not space.params:
@@ -47,7 +48,7 @@ def tune_call(jit: Any, args: tuple, kwargs: dict, options: TuneOptions) -> Tune
     return TuneSession(jit, space, options).run()
 
 
-def tune_configs(jit: Any, configs: Iterable[dict | tuple], options: TuneOptions) -> TuneResult:
+def tune_configs(jit: TunableKernel, configs: Iterable[dict | tuple], options: TuneOptions) -> TuneResult:
     """Tune an explicit list (or generator) of calls: dicts are keyword calls, tuples positional ones."""
     from tilebench.tuner.space import Space
 
@@ -55,7 +56,7 @@ def tune_configs(jit: Any, configs: Iterable[dict | tuple], options: TuneOptions
     return TuneSession(jit, space, options).run()
 
 
-def get_tune_configs(jit: Any, args: tuple, kwargs: dict) -> list[CallArgs]:
+def get_tune_configs(jit: TunableKernel, args: tuple, kwargs: dict) -> list[CallArgs]:
     """Every concrete call the choices of this call expand to (seed 001)."""
     space = space_of_call(jit, args, kwargs)
     calls = []
@@ -75,7 +76,7 @@ class AutoTuned:
 
     tilebench_autotuned = True
 
-    def __init__(self, jit: Any, configs: Any, options: TuneOptions) -> None:
+    def __init__(self, jit: TunableKernel, configs: Any, options: TuneOptions) -> None:
         self.jit = jit
         self.configs = configs
         self.tune_options = options
@@ -122,7 +123,7 @@ class AutoTuned:
             return getattr(options, field)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def with_jit(self, jit: Any) -> AutoTuned:
+    def with_jit(self, jit: TunableKernel) -> AutoTuned:
         """The same tuning over another kernel function object."""
         return AutoTuned(jit, self.configs, self.tune_options)
 
@@ -262,7 +263,7 @@ def reference_latency(kernel: Any, options: TuneOptions) -> float | None:
     return time_call(lambda: options.ref(*inputs), options.warmup, options.rep)
 
 
-def tune_calls(jit: Any, calls: list[tuple[tuple, dict]], options: TuneOptions) -> TuneResult:
+def tune_calls(jit: TunableKernel, calls: list[tuple[tuple, dict]], options: TuneOptions) -> TuneResult:
     from tilebench.tuner.space import Space
 
     space = Space.from_configs(

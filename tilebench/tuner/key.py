@@ -30,6 +30,7 @@ from typing import Any
 
 from tilebench.compiler.build import is_prim_func
 from tilebench.store.schema import tuning_key
+from tilebench.tuner.protocol import TunableKernel
 
 NONE = "none"  # a part that does not apply: no GPU (compile-only), no reference, no nvcc
 
@@ -97,7 +98,9 @@ class TuningKey:
         }
 
 
-def build_key(jit: Any, fixed: Mapping[str, Any], options: Any, target: str, gpu: bool) -> TuningKey:
+def build_key(
+    jit: TunableKernel, fixed: Mapping[str, Any], options: Any, target: str, gpu: bool
+) -> TuningKey:
     """The key for tuning `jit` with the fixed call arguments `fixed` under TuneOptions `options` on
     `target`; the machine parts come from `options.device` when `gpu`, else they are "none"."""
     import torch
