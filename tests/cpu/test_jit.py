@@ -179,3 +179,10 @@ def test_pointer_with_match_buffer_in_the_body_as_in_seed_002():
     two_d = S.dyn_annot.compile(tb.place(64, 96, dtype="float32"), is_2d=True)
     one_d = S.dyn_annot.compile(tb.place(64, dtype="float32"))
     assert two_d.specs[0].shape == (64, 96) and one_d.specs[0].shape == (64,)
+
+
+def test_jit_objects_are_what_the_tuner_needs():
+    from tilebench.tuner.protocol import TunableKernel
+
+    assert isinstance(S.gemm, TunableKernel)
+    assert not isinstance(lambda: None, TunableKernel)
