@@ -270,3 +270,12 @@ def test_a_tune_measures_again_when_the_ref_changes_and_reuses_its_records_other
     assert len(store.records(run_id=changed.run_id)) == 2
     why = TuningKey(**store.run(changed.run_id).key_parts).diff(store.run(first.run_id).key_parts)
     assert set(why) == {"ref"}
+
+
+def test_the_same_lambda_written_anywhere_is_one_reference():
+    from tilebench.tuner.key import fingerprint_with_reads
+
+    on_a_magic_line = eval(compile("lambda A, B: A @ B", "<%%tilelang line>", "eval"))
+    in_a_cell = dict(ref=lambda A, B: A @ B)["ref"]  # noqa: E731 (as a notebook passes it)
+    assert fingerprint_with_reads(on_a_magic_line) == fingerprint_with_reads(in_a_cell)
+    assert fingerprint_with_reads(in_a_cell) != fingerprint_with_reads(lambda A, B: A + B)

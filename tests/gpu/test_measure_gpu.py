@@ -81,3 +81,19 @@ def test_in_process_run_is_the_same_job(ip):
     ip.run_cell_magic("tilelang", "1024, 1024, 1024 -o local --in-process --ref 'lambda A, B: A @ B'", GEMM)
     assert ip.user_ns["local"].run.status == "ok", ip.user_ns["local"].run
     assert tb.has_gpu()
+
+
+def test_run_tab_after_a_tune_checks_against_its_own_inputs(ip, tmp_path):
+    """The worker keeps reference outputs for made-up inputs; a Run with the caller's own inputs never
+    reuses them (a tune, then the Run tab of the same shapes and reference)."""
+    from tilebench.measure.trial import measure_kernel
+
+    gemm = ip.user_ns["gemm"]
+    ref = lambda A, B: A @ B  # noqa: E731
+    gemm.tune_configs(
+        [dict(M=1024, N=1024, K=1024)], ref=ref, store=RecordStore(tmp_path / "r.sqlite"), progress=None
+    )
+    A = torch.randn(1024, 1024, dtype=torch.float16, device="cuda")
+    B = torch.randn(1024, 1024, dtype=torch.float16, device="cuda")
+    run = measure_kernel(gemm(1024, 1024, 1024), [A, B], ref=ref)
+    assert run.status == "ok" and run.mismatch_ratio == 0.0, run

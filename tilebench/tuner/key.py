@@ -19,7 +19,6 @@ import enum
 import functools
 import hashlib
 import inspect
-import marshal
 import re
 import subprocess
 import sysconfig
@@ -266,15 +265,21 @@ def _is_library(function: types.FunctionType) -> bool:
 
 
 def _source(function: types.FunctionType) -> str:
-    """The function's source (a lambda's bytecode too: two lambdas can share a line); else its bytecode."""
-    try:
-        text = inspect.getsource(function)
-    except (OSError, TypeError):
-        return marshal.dumps(function.__code__).hex()
-    if function.__name__ == "<lambda>":
-        code = function.__code__
-        text += code.co_code.hex() + repr(code.co_consts) + repr(code.co_names)
-    return text
+    """The function's source; a lambda's (or a function without source) by what it computes: its
+    bytecode, constants and names, not where it stands, so `--ref "lambda A, B: A @ B"` on a magic line
+    and the same lambda in a cell are one reference."""
+    if function.__name__ != "<lambda>":
+        try:
+            return inspect.getsource(function)
+        except (OSError, TypeError):
+            pass
+    return _code_fingerprint(function.__code__)
+
+
+def _code_fingerprint(code: types.CodeType) -> str:
+    consts = [_code_fingerprint(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
+    parts = (code.co_code.hex(), consts, code.co_names, code.co_varnames, code.co_argcount)
+    return repr(parts)
 
 
 _GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
