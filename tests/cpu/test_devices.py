@@ -93,6 +93,7 @@ def test_two_workers_on_one_gpu_measure_compiled_configs_at_once():
     records = list(sink.records.values())
     assert {r.status for r in records} == {"ok"} and all(r.compile_s > 0 for r in records)
     assert {(r.gpu, r.device) for r in records} == {("Test GPU", 0)}
+    assert {r.extra["lane"] for r in records} == {0, 1}
     fields = [r.message.split() for r in records]
     assert {(device, best) for *_, device, best in fields} == {("0", "0.25")}  # its GPU's best only
     runs = [(int(pid), float(start), float(end)) for pid, start, end, *_ in fields]

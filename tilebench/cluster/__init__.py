@@ -12,7 +12,14 @@ from typing import Any
 
 from tilebench.cluster.errors import ClusterError, ClusterLost, check_cluster_option
 
-__all__ = ["ClusterError", "ClusterExecutor", "ClusterLost", "check_cluster_option"]
+__all__ = ["ClusterError", "ClusterExecutor", "ClusterLost", "check_cluster_option", "shutdown"]
+
+
+def shutdown() -> None:
+    """Close the Dask clients tilebench opened and its "local" cluster (also done at exit)."""
+    from tilebench.cluster.client import shutdown as close_all
+
+    close_all()
 
 
 def __getattr__(name: str) -> Any:

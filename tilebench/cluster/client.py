@@ -46,7 +46,7 @@ def connect(option: Any) -> Any:
                     f'--preload {PRELOAD}`, or tune with cluster="local"'
                 ) from None
         if not _clients:
-            atexit.register(_close_all)
+            atexit.register(shutdown)
         _clients[name] = client
         return client
 
@@ -116,9 +116,14 @@ def _local_cluster() -> Any:
     return _local
 
 
-def _close_all() -> None:
-    """At exit: close the clients this process opened, then the "local" cluster (errors are Dask's to log)."""
-    for closable in [*_clients.values(), _local]:
-        if closable is not None:
-            with contextlib.suppress(Exception):
-                closable.close()
+def shutdown() -> None:
+    """Close the clients this process opened and the "local" cluster (also done at exit); a Client passed
+    in as the `cluster` option is the caller's to close."""
+    global _local
+    with _lock:
+        for closable in [*_clients.values(), _local]:
+            if closable is not None:
+                with contextlib.suppress(Exception):  # errors while closing are Dask's to log
+                    closable.close()
+        _clients.clear()
+        _local = None

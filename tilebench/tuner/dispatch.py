@@ -161,7 +161,14 @@ class _Lane(threading.Thread):
         from tilebench.measure.worker import shared_worker
 
         super().__init__(name=f"tilebench-lane-{device}.{slot}", daemon=True)
-        self.device, self.gpu, self.jobs, self.done, self.sink = device, gpu, jobs, done, sink
+        self.device, self.slot, self.gpu, self.jobs, self.done, self.sink = (
+            device,
+            slot,
+            gpu,
+            jobs,
+            done,
+            sink,
+        )
         self.timeout_s = timeout_s
         self.worker = shared_worker(device, slot)
         self.aborted = threading.Event()
@@ -174,9 +181,8 @@ class _Lane(threading.Thread):
             try:
                 job = for_gpu(job, self.device, self.gpu, self.sink.best_so_far())
                 result = self.worker.run(job, self.timeout_s)
-                outcome: Any = record_of(
-                    candidate.config, result, compile_s, gpu=self.gpu, device=self.device
-                )
+                where = {"gpu": self.gpu, "device": self.device, "lane": self.slot}  # lane: which worker
+                outcome: Any = record_of(candidate.config, result, compile_s, **where)
             except Exception as exc:  # noqa: BLE001 - handed to the calling thread, which raises it
                 outcome = exc
             if not self.aborted.is_set():
