@@ -215,7 +215,6 @@ class LocalExecutor:
         from tilebench.measure.worker import shared_worker
 
         server.start()
-
         for slot, device in self._slots():
             shared_worker(device, slot).launch()
 
@@ -242,6 +241,7 @@ class LocalExecutor:
             for (slot, device), gpu in zip(self._slots(), self.gpus)
         ]
         for lane in lanes:
+            lane.worker.launch()  # from this thread: one respawned by a lane would die with that lane
             lane.start()
         finished = shared_pool().submit_many([c.request for c in candidates], timeout=self.compile_timeout_s)
         waiting = 0

@@ -50,9 +50,7 @@ class TuneOptions:
     store: Any = None
     num_workers: int | None = None
     seed: int = 0
-    devices: Any = (
-        "all"  # GPUs to benchmark on: "all" visible ones, or CUDA ordinals ([0, 0]: two workers on 0)
-    )
+    devices: Any = "all"  # GPUs to measure on: "all", or CUDA indices ([0, 0]: two workers on GPU 0)
     device: int | None = None  # one GPU: the same as devices=[device]
     cluster: Any = None  # a Dask cluster: a distributed.Client, a scheduler address, or "local"
     progress: Any = "auto"  # "auto", None, or an observer (on_start, on_record, on_finish, should_stop)
