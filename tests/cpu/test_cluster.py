@@ -162,6 +162,30 @@ def test_a_worker_killed_mid_run_is_survived(client, tmp_path):
     assert store.run(result.run_id).status == "done"
 
 
+def set_allowed_failures(dask_scheduler, count):
+    dask_scheduler.allowed_failures = count
+
+
+def test_a_task_whose_workers_all_died_is_a_crash_naming_the_last(client, tmp_path):
+    client.run_on_scheduler(set_allowed_failures, count=0)  # no retry: the first death fails the task
+    try:
+        killer = KillAWorker(client)
+        result = GEMM.tune(
+            1536,
+            1536,
+            1536,
+            **space(block_K=[32], threads=[128]),
+            tune_options={"progress": killer, "store": tmp_path / "records.sqlite", "cluster": client},
+        )
+    finally:
+        client.run_on_scheduler(set_allowed_failures, count=1)
+    assert result.status == "done" and len(result.records) == 4
+    crashed = [r for r in result.records if r.status == "crash"]
+    assert crashed and all(killer.killed in r.message and "died while it ran" in r.message for r in crashed)
+    assert {r.extra["worker"] for r in crashed} == {killer.killed}
+    assert {r.status for r in result.records} <= {"crash", "skipped"}
+
+
 class StopAfter:
     def __init__(self, n, then=None):
         self.n, self.seen, self.then = n, [], then
