@@ -7,7 +7,7 @@ import sys
 def test_import_loads_no_heavy_module():
     code = (
         "import sys, tilebench; tilebench.place; "
-        "heavy = {'tilelang', 'tvm', 'ipywidgets', 'plotly', 'pandas', 'optuna', 'anywidget'}; "
+        "heavy = {'tilelang', 'tvm', 'ipywidgets', 'plotly', 'pandas', 'optuna', 'anywidget', 'dask', 'distributed'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

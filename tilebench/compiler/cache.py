@@ -201,3 +201,10 @@ def _private_binary_after_save(
         make_tree_private(entry)
         _make_folders_private(entry.parent)
         _make_folders_private(Path(cls._get_staging_root()))
+
+
+def entry_folder(jit_kernel: Any) -> Path | None:
+    """The kernel-cache folder tilelang saved `jit_kernel` to or loaded it from, or None (cache disabled,
+    or a save that failed). tilelang 0.1.15 tags each kernel it caches with that folder."""
+    path = getattr(jit_kernel, "_tilelang_cache_path", None)
+    return Path(path) if path and Path(path).is_dir() else None

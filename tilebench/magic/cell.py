@@ -329,10 +329,23 @@ def _tune(options: Any, jit: Any, args: tuple, kwargs: dict, values: Any, namesp
         "max_seconds": options.max_seconds,
         "retune": options.force,
     }
+    if options.cluster:
+        tune_options["cluster"] = _cluster(options.cluster, namespace)
+    from tilebench.cluster.errors import ClusterError
+
     try:
         return jit.tune(*args, **{**kwargs, **choices}, tune_options=tune_options)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"%%tilelang: --tune: {exc}") from None
+    except ClusterError as exc:  # an unreachable scheduler, no workers: nothing was tuned or stored
+        raise UsageError(f"%%tilelang: --cluster {options.cluster}: {exc}") from None
+
+
+def _cluster(value: str, namespace: dict[str, Any]) -> Any:
+    """`--cluster ADDR`: a Client (or cluster) bound to that name in the notebook, else the address as given."""
+    if value.isidentifier() and value != "local" and value in namespace:
+        return namespace[value]
+    return value
 
 
 def _compile_only(tuned: Any) -> bool:

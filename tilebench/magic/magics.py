@@ -53,6 +53,12 @@ class TileLangMagics(Magics):
     @argument("--strategy", default="grid", help="Search strategy for --tune: grid, random, tpe, cmaes.")
     @argument("--max-configs", type=int, help="At most this many configs for --tune.")
     @argument("--max-seconds", type=float, help="At most this many seconds for --tune.")
+    @argument(
+        "--cluster",
+        metavar="ADDR",
+        help="Tune on a Dask cluster: its scheduler's address (tcp://host:8786), a name in the notebook "
+        "bound to a dask.distributed.Client, or 'local' for a cluster on this host.",
+    )
     @argument("--no-run", action="store_true", help="Compile and inspect only.")
     @argument(
         "--timeout",
@@ -93,6 +99,8 @@ class TileLangMagics(Magics):
         from tilebench.magic.line import parse
 
         options = parse(line, self.tilelang)
+        if options.cluster and options.tune is None:
+            raise UsageError("%%tilelang: --cluster tunes on a cluster; it needs --tune SPACE")
         result = run_cell(self.shell, options, line, cell, display)
         if options.output:
             self.shell.user_ns[options.output] = result

@@ -218,14 +218,15 @@ class BenchmarkWorker:
             conn.close()
 
 
-_shared: dict[int, BenchmarkWorker] = {}
+_shared: dict[tuple[int, int], BenchmarkWorker] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_worker(device_index: int = 0) -> BenchmarkWorker:
-    """The process-wide benchmark worker of one GPU (started on its first job, closed at exit)."""
+def shared_worker(device_index: int = 0, slot: int = 0) -> BenchmarkWorker:
+    """The process-wide benchmark worker number ``slot`` of one GPU (started on its first job, closed at
+    exit). Slots past 0 are extra workers on the same GPU (``devices=[0, 0]`` tunes with two)."""
     with _shared_lock:
-        worker = _shared.get(device_index)
+        worker = _shared.get((device_index, slot))
         if worker is None:
-            worker = _shared[device_index] = BenchmarkWorker(device_index)
+            worker = _shared[(device_index, slot)] = BenchmarkWorker(device_index)
         return worker

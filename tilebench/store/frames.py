@@ -23,6 +23,7 @@ _AFTER = (
     "gbps",
     "compile_s",
     "gpu",
+    "device",
     "message",
     "created",
     "config_hash",
@@ -52,7 +53,7 @@ def records_frame(records: Sequence[Record]) -> pandas.DataFrame:
     frame = pd.DataFrame(rows, columns=[*_BEFORE, *params.values(), *_AFTER])
     frame["created"] = pd.to_datetime(frame["created"], unit="s", utc=True)
     frame[list(_FLOATS)] = frame[list(_FLOATS)].astype("float64")
-    return frame.astype({"id": "Int64", "n": "Int64"})
+    return frame.astype({"id": "Int64", "n": "Int64", "device": "Int64"})
 
 
 def export_frame(path: Path, make_frame: Callable[[], pandas.DataFrame]) -> Path:

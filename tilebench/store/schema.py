@@ -27,7 +27,7 @@ ACTIVE_RUN_STATUSES: frozenset[str] = frozenset({"running", "stopping"})
 
 # PRAGMA application_id of a tilebench store ("tbrs"); files of version 1 have none (0).
 APPLICATION_ID = 0x74627273
-SCHEMA_VERSION = 2  # 2: runs.host, runs.key_json, records.gpu, the resumed table
+SCHEMA_VERSION = 3  # 2: runs.host, runs.key_json, records.gpu, the resumed table; 3: records.device
 TABLES = frozenset({"runs", "records", "resumed"})
 
 # Each statement is a no-op once its object exists, so running them on every connect is cheap.
@@ -53,7 +53,8 @@ SCHEMA = (
         tflops REAL, gbps REAL,
         created REAL NOT NULL,
         extra_json TEXT,
-        gpu TEXT)""",
+        gpu TEXT,
+        device INTEGER)""",
     # The stored records a run answered from earlier runs instead of measuring them again (resume).
     """CREATE TABLE IF NOT EXISTS resumed (
         run_id TEXT NOT NULL, record_id INTEGER NOT NULL,
@@ -69,6 +70,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE runs ADD COLUMN key_json TEXT",  # the tuning key's parts, to see why two keys differ
         "ALTER TABLE records ADD COLUMN gpu TEXT",  # the GPU a record was measured on; NULL: compile-only
     ),
+    3: ("ALTER TABLE records ADD COLUMN device INTEGER",),  # that GPU's index on its host; NULL: compile-only
 }
 
 RECORD_COLUMNS = (
@@ -89,6 +91,7 @@ RECORD_COLUMNS = (
     "created",
     "extra_json",
     "gpu",
+    "device",
 )
 
 
@@ -156,6 +159,7 @@ class Record:
     key: str | None = None  # filled from the run when None
     kernel: str | None = None  # filled from the run when None
     gpu: str | None = None  # the GPU it was measured on; None when compile-only
+    device: int | None = None  # that GPU's index (CUDA ordinal on the host that measured it)
     created: float | None = None  # set on insert when None
     id: int | None = None  # the row id, once stored
 
@@ -188,6 +192,7 @@ class Record:
             "created": self.created,
             "extra_json": canonical_json(self.extra) if self.extra else None,
             "gpu": self.gpu,
+            "device": self.device,
         }
 
     @classmethod
@@ -208,6 +213,7 @@ class Record:
             key=row["key"],
             kernel=row["kernel"],
             gpu=row["gpu"],
+            device=row["device"],
             created=row["created"],
             id=row["id"],
         )

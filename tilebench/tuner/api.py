@@ -16,7 +16,9 @@ _OPTION_NAMES = {f.name for f in dataclasses.fields(TuneOptions)}
 
 def make_options(options: TuneOptions | dict | None = None, **more: Any) -> TuneOptions:
     """TuneOptions from an instance, a dict and/or keywords; unknown names are refused by name."""
-    values = dataclasses.asdict(options) if isinstance(options, TuneOptions) else dict(options or {})
+    # not dataclasses.asdict: it deep-copies every value (a Dask Client, a store)
+    is_options = isinstance(options, TuneOptions)
+    values = {n: getattr(options, n) for n in _OPTION_NAMES} if is_options else dict(options or {})
     values.update(more)
     unknown = sorted(set(values) - _OPTION_NAMES)
     if unknown:

@@ -98,10 +98,16 @@ class TuningKey:
 
 
 def build_key(
-    jit: TunableKernel, fixed: Mapping[str, Any], options: Any, target: str, gpu: bool
+    jit: TunableKernel,
+    fixed: Mapping[str, Any],
+    options: Any,
+    target: str,
+    gpu: bool,
+    machine: Mapping[str, str] | None = None,
 ) -> TuningKey:
     """The key for tuning `jit` with the fixed call arguments `fixed` under TuneOptions `options` on
-    `target`; the machine parts come from `options.device` when `gpu`, else they are "none"."""
+    `target`. The machine parts are `machine` when given (the GPUs a run measures on: several devices,
+    a cluster's GPU workers), else those of `options.device` (default 0) when `gpu`, else "none"."""
     import torch
 
     import tilebench
@@ -115,7 +121,7 @@ def build_key(
         dependencies=dict(sorted(walker.parts.items())),
         signature=f"{signature} | {jit.options!r}",
         target=target,
-        **machine_parts(options.device if gpu else None),
+        **(dict(machine) if machine is not None else machine_parts((options.device or 0) if gpu else None)),
         tilelang_version=str(tilelang().__version__),
         torch_version=str(torch.__version__),
         tilebench_version=tilebench.__version__,

@@ -54,7 +54,12 @@ class TuneResult:
 
     @property
     def ok_records(self) -> list[Any]:
-        return [r for r in self.records if r.status == "ok" and r.median_ms is not None]
+        """The timed, correct records of one GPU model: the one most of them were measured on (latencies
+        from different models are never ranked together)."""
+        timed = [r for r in self.records if r.status == "ok" and r.median_ms is not None]
+        models = [r.gpu for r in timed]
+        model = max(dict.fromkeys(models), key=models.count, default=None)
+        return [r for r in timed if r.gpu == model]
 
     @property
     def num_errors(self) -> int:

@@ -1,6 +1,7 @@
-"""One tuning run: a strategy proposes configs; each is elaborated here, compiled in the worker pool,
-then checked and timed in the benchmark worker; every outcome becomes a record in the store and is
-pushed to the observers (the dashboard) as it arrives.
+"""One tuning run: a strategy proposes configs; each is elaborated here, then compiled and measured by an
+executor (tuner/dispatch.py: the worker pool and a benchmark worker per GPU of this host; or
+tilebench.cluster: a Dask cluster); every outcome becomes a record in the store and is pushed to the
+observers (the dashboard) as it arrives.
 
 The notebook process elaborates and records; it never runs a candidate.
 """
@@ -12,8 +13,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tilebench.cluster.errors import ClusterLost, check_cluster_option
 from tilebench.store import RETRYABLE_STATUSES, Record, RecordStore, config_hash, default_store
 from tilebench.store.liveness import Heartbeat
+from tilebench.tuner.dispatch import Candidate, check_devices
+from tilebench.tuner.protocol import TunableKernel
 from tilebench.tuner.result import TuneResult
 
 
@@ -47,7 +51,9 @@ class TuneOptions:
     store: Any = None
     num_workers: int | None = None
     seed: int = 0
-    device: int = 0
+    devices: Any = "all"  # GPUs to measure on: "all", or CUDA indices ([0, 0]: two workers on GPU 0)
+    device: int | None = None  # one GPU: the same as devices=[device]
+    cluster: Any = None  # a Dask cluster: a distributed.Client, a scheduler address, or "local"
     progress: Any = "auto"  # "auto", None, or an observer (on_start, on_record, on_finish, should_stop)
 
     def __post_init__(self) -> None:
@@ -70,6 +76,13 @@ class TuneOptions:
         if self.constraint is not None and not callable(self.constraint):
             raise TypeError(
                 f"constraint must be callable (config dict -> bool), got {type(self.constraint).__name__}"
+            )
+        check_devices(self.devices, self.device)
+        check_cluster_option(self.cluster)
+        if self.cluster is not None and (self.device is not None or self.devices != "all"):
+            raise ValueError(
+                "devices and device choose this host's GPUs; with a cluster each GPU worker measures on its "
+                f"own GPU: leave them out (got devices={self.devices!r}, device={self.device!r})"
             )
 
 
@@ -133,8 +146,7 @@ def default_observers(progress: Any, kernel: str, params: dict[str, list], total
 class TuneSession:
     """Tunes one kernel call over one space; `run()` returns the TuneResult."""
 
-    def __init__(self, jit: Any, space: Any, options: TuneOptions) -> None:
-        from tilebench.compiler.runtime import has_gpu
+    def __init__(self, jit: TunableKernel, space: Any, options: TuneOptions) -> None:
         from tilebench.compiler.targets import describe_target, resolve_target
         from tilebench.tuner.key import build_key
 
@@ -142,10 +154,10 @@ class TuneSession:
         self.name = jit.__name__
         self.target = resolve_target(jit.options.target_dict_or_str())
         self.target_text = describe_target(self.target)
-        self.gpu = has_gpu()
-        self.tuning_key = build_key(jit, space.fixed, options, self.target_text, self.gpu)
+        self.executor, machine = self._executor()  # a cluster is reached here, before anything is stored
+        self.gpu = machine is not None
+        self.tuning_key = build_key(jit, space.fixed, options, self.target_text, self.gpu, machine)
         self.key = self.tuning_key.digest()
-        self.gpu_name = self.tuning_key.gpu_name if self.gpu else None  # stamped on each record
         self.tilelang_version = self.tuning_key.tilelang_version
         store = options.store
         self.store = (
@@ -153,16 +165,27 @@ class TuneSession:
         )
         self.records: list[Record] = []
         self.resumed = 0
-        self.best_ms: float | None = None
-        self.worker: Any = None
+        self.best_ms: dict[str | None, float] = {}  # per GPU model: never rank across models
+
+    def _executor(self) -> tuple[Any, dict[str, str] | None]:
+        """The executor, and the machine parts of the GPUs it measures on (None: compile-only)."""
+        options = self.options
+        if options.cluster is not None:
+            from tilebench.cluster import ClusterExecutor
+
+            executor = ClusterExecutor.connect(options.cluster, options)
+            return executor, executor.machine
+        from tilebench.tuner.dispatch import LocalExecutor, machine_of, resolve_devices
+
+        devices = resolve_devices(options.devices, options.device)
+        executor = LocalExecutor(devices, options.num_workers, options.compile_timeout_s, options.timeout_s)
+        return executor, machine_of(devices) if devices else None
 
     # --- the loop ----------------------------------------------------------------------------------
 
     def run(self) -> TuneResult:
-        from tilebench.compiler import server
         from tilebench.tuner.strategies import Budget, get_strategy
 
-        server.start()  # it imports tilelang while configs are elaborated
         options = self.options
         strategy = get_strategy(options.strategy)
         total = self.space.count()
@@ -186,15 +209,12 @@ class TuneSession:
         self.run_id, started = run_id, time.monotonic()
         observers.on_run(run_id)
         should_stop = self._stop_check(observers)
-        if self.gpu:  # the benchmark worker warms up (tilelang, CUDA context) while the first batch compiles
-            from tilebench.measure.worker import shared_worker
-
-            shared_worker(options.device).launch()
+        self.executor.start()  # workers warm up (tilelang, CUDA contexts) while the first batch elaborates
         observers.on_start(self.name, params, total)
         budget = Budget(
             max_configs=options.max_configs,
             max_seconds=options.max_seconds,
-            batch_size=self._batch_size(),
+            batch_size=self.executor.batch_size,
             should_stop=should_stop,
         )
         status = "done"
@@ -207,10 +227,14 @@ class TuneSession:
                 status = "stopped"
         except KeyboardInterrupt:
             status = "stopped"
+        except ClusterLost as lost:  # the records so far are kept; a re-run resumes from them
+            status = "stopped"
+            print(f"tilebench: {lost}")
         except Exception:
             status = "failed"
             raise
         finally:
+            self.executor.close()
             heartbeat.stop()
             self.store.finish_run(run_id, status)
             observers.on_finish(status)
@@ -257,21 +281,16 @@ class TuneSession:
 
         return should_stop
 
-    def _batch_size(self) -> int:
-        from tilebench.compiler.pool import shared_pool
-
-        return self.options.num_workers or shared_pool().num_workers
-
     def _keep(self, record: Record, observers: Any, store: bool = True) -> Record:
         if store:
             record.run_id = self.run_id
-            record.gpu = self.gpu_name
             self.store.add_record(record)
         else:  # answered from an earlier run: listed under this one too
             self.store.add_resumed(self.run_id, [record])
         self.records.append(record)
         if record.status == "ok" and record.median_ms is not None:
-            self.best_ms = record.median_ms if self.best_ms is None else min(self.best_ms, record.median_ms)
+            best = self.best_ms.get(record.gpu)
+            self.best_ms[record.gpu] = record.median_ms if best is None else min(best, record.median_ms)
         observers.on_record(record)
         return record
 
@@ -279,82 +298,40 @@ class TuneSession:
         self, batch: list[dict], known: dict[str, Record], observers: Any, should_stop: Callable[[], bool]
     ) -> list[Record]:
         """Records for a batch of configs: stored ones reused, the rest elaborated, compiled, benchmarked."""
-        from tilebench.compiler.pool import readable_error
+        from tilebench.compiler.pool import CompileRequest, readable_error
         from tilebench.kernel.param_checks import compile_values_problem
 
-        outcomes: dict[int, Record] = {}
-        todo: list[tuple[int, dict, Any]] = []
+        sink = _BatchSink(self, observers, should_stop)
+        kwargs = self.jit.options.tilelang_kwargs(self.target)
+        todo: list[Candidate] = []
         for index, config in enumerate(batch):
             stored = known.get(config_hash(config))
             if stored is not None:
                 self.resumed += 1
-                outcomes[index] = self._keep(stored, observers, store=False)
+                sink.outcomes[index] = self._keep(stored, observers, store=False)
                 continue
-            args, kwargs = self.space.call_for(config)
+            args, kwargs_of_call = self.space.call_for(config)
             try:
                 # a value TVM would crash on (block_M=None) must be refused before elaboration
-                problem = compile_values_problem(self.jit, args, kwargs)
+                problem = compile_values_problem(self.jit, args, kwargs_of_call)
                 if problem is not None:
                     raise problem
-                prim_func = self.jit.get_tir(*args, **kwargs)
+                prim_func = self.jit.get_tir(*args, **kwargs_of_call)
             except Exception as exc:  # an invalid config is a record, not a failed run
                 record = Record(dict(config), "compile_error", f"elaboration: {readable_error(exc)}")
-                outcomes[index] = self._keep(record, observers)
+                sink.outcomes[index] = self._keep(record, observers)
                 continue
-            todo.append((index, config, prim_func))
+            todo.append(Candidate(index, config, CompileRequest.from_func(prim_func, kwargs, str(index))))
         if todo:
-            self._compile_and_bench(todo, outcomes, observers, should_stop)
-        return [outcomes[i] for i in sorted(outcomes)]
+            self.executor.run(todo, sink)
+        return [sink.outcomes[i] for i in sorted(sink.outcomes)]
 
-    def _compile_and_bench(
-        self, todo: list, outcomes: dict[int, Record], observers: Any, should_stop: Callable[[], bool]
-    ) -> None:
-        """Compile the batch in the pool; benchmark each config as soon as its compile is done."""
-        from tilebench.compiler.pool import START_FAILED as COMPILE_START_FAILED
-        from tilebench.compiler.pool import CompileRequest, shared_pool
-        from tilebench.measure.worker import START_FAILED as BENCH_START_FAILED
-
-        options = self.options
-        kwargs = self.jit.options.tilelang_kwargs(self.target)
-        requests = [CompileRequest.from_func(func, kwargs, label=str(i)) for i, _, func in todo]
-        pool = shared_pool()
-        finished = pool.submit_many(requests, timeout=options.compile_timeout_s)
-        try:
-            for outcome in finished:
-                index, config, prim_func = todo[outcome.index]
-                if outcome.status != "ok":
-                    status = outcome.status
-                    if outcome.message.startswith(COMPILE_START_FAILED):
-                        status = "skipped"  # the pool's fault, not the config's: a later run retries it
-                    record = Record(dict(config), status, outcome.message, compile_s=outcome.seconds)
-                elif not self.gpu:
-                    record = Record(
-                        dict(config),
-                        "skipped",
-                        "compile-only: no CUDA device to benchmark on",
-                        compile_s=outcome.seconds,
-                    )
-                else:
-                    record = self._bench(config, requests[outcome.index], outcome.seconds)
-                outcomes[index] = self._keep(record, observers)
-                if record.status == "skipped" and record.message.startswith(
-                    (COMPILE_START_FAILED, BENCH_START_FAILED)
-                ):
-                    raise RuntimeError(
-                        f"tilebench: tuning {self.name} stopped, its workers cannot start "
-                        f"({len(self.records)} records kept; re-run to resume): {record.message}"
-                    )
-                if should_stop():
-                    break
-        finally:
-            finished.close()
-
-    def _bench(self, config: dict, request: Any, compile_s: float) -> Record:
+    def bench_job(self, config: dict, request: Any) -> Any:
+        """The BenchJob measuring one compiled config (the executor sets its device and best so far)."""
         from tilebench.measure.job import BenchJob
-        from tilebench.measure.worker import shared_worker
 
         options = self.options
-        job = BenchJob.create(
+        return BenchJob.create(
             request,
             ref=options.ref,
             manual_check=options.manual_check,
@@ -372,30 +349,8 @@ class TuneSession:
             warmup_ms=options.warmup,
             rep_ms=options.rep,
             full_if_within=options.early_stop,
-            best_so_far_ms=self.best_ms,
             flops=_per_config(options.flops, config),
             nbytes=_per_config(options.nbytes, config),
-            device_index=options.device,
-        )
-        result = shared_worker(options.device).run(job, options.timeout_s)
-        return Record(
-            dict(config),
-            result.status,
-            result.message,
-            compile_s=compile_s,
-            median_ms=result.median_ms,
-            min_ms=result.min_ms,
-            max_ms=result.max_ms,
-            n=result.n,
-            tflops=result.tflops,
-            gbps=result.gbps,
-            extra={
-                "quick_ms": result.quick_ms,
-                "full": result.full,
-                "max_abs_error": result.max_abs_error,
-                "mismatch_ratio": result.mismatch_ratio,
-                "bench_s": result.seconds,
-            },
         )
 
     def _input_spec(self, config: dict) -> list | None:
@@ -410,3 +365,30 @@ class TuneSession:
                 return None
             spec.append((tuple(int(d) for d in shape), str(dtype).removeprefix("torch.")))
         return spec
+
+
+class _BatchSink:
+    """What an executor hands one batch's records to: they land in `outcomes` by their place in the batch."""
+
+    def __init__(self, session: TuneSession, observers: Any, should_stop: Callable[[], bool]) -> None:
+        self.session, self.observers, self.should_stop = session, observers, should_stop
+        self.outcomes: dict[int, Record] = {}
+
+    def bench_job(self, candidate: Candidate) -> Any:
+        return self.session.bench_job(candidate.config, candidate.request)
+
+    def best_so_far(self) -> dict[str | None, float]:
+        return self.session.best_ms
+
+    def keep(self, candidate: Candidate, record: Record) -> None:
+        from tilebench.compiler.pool import START_FAILED as COMPILE_START_FAILED
+        from tilebench.measure.worker import START_FAILED as BENCH_START_FAILED
+
+        self.outcomes[candidate.index] = self.session._keep(record, self.observers)
+        if record.status == "skipped" and record.message.startswith(
+            (COMPILE_START_FAILED, BENCH_START_FAILED)
+        ):
+            raise RuntimeError(
+                f"tilebench: tuning {self.session.name} stopped, its workers cannot start "
+                f"({len(self.session.records)} records kept; re-run to resume): {record.message}"
+            )

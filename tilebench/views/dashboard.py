@@ -21,6 +21,19 @@ def _label(value: Any) -> str:
     return str(value)
 
 
+def measured_where(record: Any) -> str:
+    """Which GPU and worker measured a record ("GPU 1 (NVIDIA H100) on tcp://10.0.0.7:4242"), or ""."""
+    parts = []
+    if record.gpu:
+        device = getattr(record, "device", None)
+        parts.append(f"GPU {device} ({record.gpu})" if device is not None else record.gpu)
+    extra = record.extra or {}
+    worker = extra.get("worker") or extra.get("compiled_on")
+    if worker:
+        parts.append(f"on {worker}")
+    return " ".join(parts)
+
+
 def best_by_cell(
     records: Sequence[Any], x: str, y: str | None, metric: str
 ) -> dict[tuple[str, str], tuple[float | None, Any]]:
@@ -238,12 +251,16 @@ class TuneDashboard:
                 value, record = cells.get((xv, yv), (None, None))
                 row.append(value)
                 marks.append(record.status if record is not None and value is None else None)
+                where = html.escape(measured_where(record)) if record is not None else ""
+                where = f"<br>{where}" if where else ""
                 if record is None:
                     hover.append("not measured yet")
                 elif value is None:
-                    hover.append(f"{record.status}: {html.escape(record.message[:200])}<br>{record.config}")
+                    hover.append(
+                        f"{record.status}: {html.escape(record.message[:200])}<br>{record.config}{where}"
+                    )
                 else:
-                    hover.append(f"{self.metric.value} {value:.4g}<br>{record.config}")
+                    hover.append(f"{self.metric.value} {value:.4g}<br>{record.config}{where}")
             z.append(row)
             text.append(hover)
             untimed.append(marks)
@@ -318,12 +335,13 @@ class TuneDashboard:
             return ""
         rows = "".join(
             f"<tr><td>{html.escape(r.status)}</td><td>{html.escape(str(r.config))}</td>"
+            f"<td>{html.escape(measured_where(r))}</td>"
             f"<td><pre style='margin:0;white-space:pre-wrap'>{html.escape(r.message[:500])}</pre></td></tr>"
             for r in failed[-limit:]
         )
         return (
             f"<details class='tilebench-failures'><summary>{len(failed)} failed configs</summary>"
-            f"<table><tr><th>status</th><th>config</th><th>message</th></tr>{rows}</table></details>"
+            f"<table><tr><th>status</th><th>config</th><th>where</th><th>message</th></tr>{rows}</table></details>"
         )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:

@@ -1,0 +1,314 @@
+"""Scaling out: compiles per second with N Dask workers beside the local pool, and a tune through a cluster.
+
+1. A 128-config compile-only GEMM space (4096^3 fp16; block sizes, stages, threads, swizzle, epilogue: two
+   values each). For each worker count N (1, 2, 4, 8, 16), a seeded sample of min(128, 4 x N) configs is
+   compiled into empty kernel caches twice: by a local compile pool of N workers, and by a Dask LocalCluster
+   of N one-thread worker processes (the tuner's cluster path: tasks, packed cache entries sent back,
+   checked and installed in this process's cache). Workers are started and warmed (tilelang imported, one
+   small compile each) before the clock starts; configs are elaborated once beforehand. Targets: at 8
+   workers >= 0.7x linear scaling (rate at 8 / (8 x rate at 1)); the Dask path within 15% of the local pool.
+2. On a GPU: time to reach 0.97x cuBLAS on benchmarks/tune.py's 1,296-config space (constrained, TPE)
+   through cluster="local" (a compile worker per core, a GPU worker per GPU), its start timed apart; the
+   tuner's best is re-timed here between two cuBLAS timings.
+Usage: python benchmarks/scale.py [--counts 1,2,4,8,16] [--per-worker 4] [--budget 120] [--skip-gpu]
+"""
+
+import argparse
+import contextlib
+import logging
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+SIZE = 4096
+SCALE_SPACE = dict(  # 2^7 = 128 configs
+    block_M=[64, 128],
+    block_N=[128, 256],
+    block_K=[32, 64],
+    num_stages=[2, 3],
+    threads=[128, 256],
+    swizzle=[0, 8],
+    epilogue=["direct", "shared"],
+)
+TARGET_LINEAR, TARGET_DASK, TARGET_CUBLAS = 0.7, 0.85, 0.97
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def fresh_cache(root: Path):
+    """This process's tilebench (and tilelang) cache in a new empty folder for the block."""
+    from tilebench.compiler.runtime import prepare_environment
+    from tilebench.config import settings
+
+    with settings.scope(TILEBENCH_CACHE_DIR=tempfile.mkdtemp(dir=root)):
+        prepare_environment()
+        yield
+    prepare_environment()
+
+
+def warm_requests(count: int, kwargs: dict) -> list:
+    """Small distinct kernels, one per worker: each worker's first compile is not timed."""
+    from tilebench.compiler.pool import CompileRequest
+
+    return [CompileRequest.from_func(scaled(1.0 + i / 1000), kwargs, f"warm-{i}") for i in range(count)]
+
+
+def scaled(factor: float):
+    """B = A * factor: a kernel that compiles in a second or two."""
+    from tilebench.compiler.runtime import tilelang
+
+    T = tilelang().language
+
+    @T.prim_func
+    def scale(A: T.Tensor((4096,), "float32"), B: T.Tensor((4096,), "float32")):
+        with T.Kernel(32, threads=128) as bx:
+            for j in T.Parallel(128):
+                B[bx * 128 + j] = A[bx * 128 + j] * T.float32(factor)
+
+    return scale
+
+
+def local_rate(requests: list, workers: int, kwargs: dict, root: Path) -> float:
+    """Seconds for a local compile pool of `workers` to compile `requests` into an empty cache."""
+    from tilebench.compiler.pool import CompilePool
+
+    with fresh_cache(root), CompilePool(num_workers=workers) as pool:
+        list(pool.submit_many(warm_requests(workers, kwargs)))
+        start = time.perf_counter()
+        outcomes = list(pool.submit_many(requests))
+        seconds = time.perf_counter() - start
+    assert len(outcomes) == len(requests)
+    return seconds
+
+
+class Collector:
+    """The executor's sink for a compile-only run: records by candidate."""
+
+    def __init__(self) -> None:
+        self.records: dict = {}
+
+    def bench_job(self, candidate):
+        raise AssertionError("a cluster without GPU workers measures nothing")
+
+    def keep(self, candidate, record) -> None:
+        self.records[candidate.index] = record
+
+    def best_so_far(self) -> dict:
+        return {}
+
+    def should_stop(self) -> bool:
+        return False
+
+
+def dask_rate(requests: list, configs: list, workers: int, kwargs: dict, root: Path) -> float:
+    """Seconds for a Dask LocalCluster of `workers` one-thread processes to compile `requests` through the
+    tuner's cluster executor (kernels sent back and installed here), into empty caches."""
+    from distributed import Client, LocalCluster
+
+    import tilebench as tb
+    from tilebench.cluster.runner import ClusterExecutor
+    from tilebench.cluster.tasks import compile_task
+    from tilebench.tuner.dispatch import Candidate
+
+    cluster = LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        preload=["tilebench.dask"],
+        env={"TILEBENCH_CACHE_DIR": tempfile.mkdtemp(dir=root)},
+        silence_logs=logging.ERROR,
+    )
+    client = Client(cluster, set_as_default=False)
+    try:
+        addresses = sorted(client.scheduler_info()["workers"])
+        warm = [
+            client.submit(compile_task, request, 300.0, workers=[address], pure=False)
+            for request, address in zip(warm_requests(workers, kwargs), addresses)
+        ]
+        client.gather(warm)
+        executor = ClusterExecutor.connect(client, tb.TuneOptions(cluster=client, num_workers=workers))
+        candidates = [Candidate(i, c, r) for i, (c, r) in enumerate(zip(configs, requests))]
+        sink = Collector()
+        with fresh_cache(root):
+            start = time.perf_counter()
+            executor.run(candidates, sink)
+            seconds = time.perf_counter() - start
+        assert len(sink.records) == len(requests), f"{len(sink.records)} of {len(requests)} records"
+        return seconds
+    finally:
+        client.close()
+        cluster.close()
+
+
+def compile_scaling(report, counts: list[int], per_worker: int, root: Path) -> None:
+    from tune import configs_of, matmul
+
+    import tilebench as tb
+    from tilebench.compiler.pool import CompileRequest
+    from tilebench.compiler.targets import resolve_target
+
+    jit = tb.jit(out_idx=[-1])(matmul)
+    kwargs = jit.options.tilelang_kwargs(resolve_target(jit.options.target_dict_or_str()))
+    order = configs_of(SCALE_SPACE)
+    random.Random(0).shuffle(order)
+    needed = min(len(order), per_worker * max(counts))
+    elaborated = [(c, jit.get_tir(SIZE, SIZE, SIZE, **c)) for c in order[:needed]]
+    requests = [CompileRequest.from_func(f, kwargs, str(i)) for i, (_, f) in enumerate(elaborated)]
+    configs = [c for c, _ in elaborated]
+    rates: dict[tuple[str, int], float] = {}
+    for workers in counts:
+        size = min(len(order), per_worker * workers)
+        local_s = local_rate(requests[:size], workers, kwargs, root)
+        dask_s = dask_rate(requests[:size], configs[:size], workers, kwargs, root)
+        rates["local", workers], rates["dask", workers] = size / local_s, size / dask_s
+        over = workers > cores()
+        report.row(
+            workers=workers,
+            configs=size,
+            local_s=local_s,
+            local_per_s=size / local_s,
+            dask_s=dask_s,
+            dask_per_s=size / dask_s,
+            dask_vs_local=local_s / dask_s,
+            note=f"OVERSUBSCRIBED: {workers} workers on {cores()} cores" if over else "",
+        )
+        print(f"scale: {workers} workers done ({size} configs)", flush=True)
+    for path in ("local", "dask"):
+        if (path, 1) in rates and (path, 8) in rates:
+            linear = rates[path, 8] / (8 * rates[path, 1])
+            verdict = "meets" if linear >= TARGET_LINEAR else "MISSES"
+            report.note(
+                f"{path}: {linear:.2f}x linear scaling at 8 workers ({verdict} the {TARGET_LINEAR}x target)"
+            )
+    ratios = [rates["dask", n] / rates["local", n] for n in counts]
+    worst = min(ratios)
+    verdict = "meets" if worst >= TARGET_DASK else "MISSES"
+    report.note(f"dask vs local pool: worst {worst:.2f}x over the counts ({verdict} the within-15% target)")
+    if max(counts) > cores():
+        report.note(f"counts above {cores()} cores oversubscribe the CPU: their rates measure contention")
+
+
+class UntilTarget:
+    """A tuning observer: the time the best reaches the cuBLAS ratio, then a stop."""
+
+    def __init__(self, cublas_ms: float, started: float) -> None:
+        self.cublas_ms, self.started = cublas_ms, started
+        self.best_ratio, self.reached_s, self.count = 0.0, None, 0
+
+    def on_record(self, record) -> None:
+        self.count += 1
+        if record.status == "ok" and record.median_ms:
+            self.best_ratio = max(self.best_ratio, self.cublas_ms / record.median_ms)
+            if self.reached_s is None and self.best_ratio >= TARGET_CUBLAS:
+                self.reached_s = time.monotonic() - self.started
+
+    def should_stop(self) -> bool:
+        return self.reached_s is not None
+
+
+def time_to_cublas(report, budget: float) -> None:
+    import torch
+    from tune import FLOPS, LARGE_SPACE, configs_of, fits_on_chip, matmul, reference
+
+    import tilebench as tb
+    from tilebench.cluster import client as cluster_client
+    from tilebench.cluster import shutdown
+    from tilebench.measure.timer import time_call
+
+    A = torch.randn(SIZE, SIZE, dtype=torch.float16, device="cuda")
+    B = torch.randn(SIZE, SIZE, dtype=torch.float16, device="cuda")
+    cublas_ms = time_call(lambda: A @ B, warmup=50, rep=300)
+    started = time.monotonic()
+    client = cluster_client.connect("local")
+    workers = cluster_client.workers_of(client)
+    start_s = time.monotonic() - started
+    gpus = sum(1 for w in workers.values() if (w.get("resources") or {}).get("GPU"))
+    jit = tb.jit(out_idx=[-1])(matmul)
+    space = {k: tb.tune(v) for k, v in LARGE_SPACE.items()}
+    started = time.monotonic()
+    watch = UntilTarget(cublas_ms, started)
+    options = {
+        "ref": reference,
+        "progress": watch,
+        "strategy": "tpe",
+        "max_seconds": budget,
+        "constraint": fits_on_chip,
+        "cluster": "local",
+        "store": Path(tempfile.mkdtemp()) / "records.sqlite",
+    }
+    try:
+        result = jit.tune(SIZE, SIZE, SIZE, **space, tune_options=options)
+    finally:
+        tuned_s = time.monotonic() - started
+        shutdown()
+    best = result.best_kernel() if result.best_config else None
+    retimed = None
+    if best is not None:
+        before = time_call(lambda: A @ B, warmup=50, rep=300)
+        ms = time_call(lambda: best(A, B), warmup=50, rep=300)
+        after = time_call(lambda: A @ B, warmup=50, rep=300)
+        retimed = (before + after) / 2 / ms
+    report.row(
+        workers=f"{len(workers) - gpus} compile + {gpus} GPU",
+        configs=f"{watch.count} of {len(configs_of(LARGE_SPACE))}",
+        local_s=None,
+        local_per_s=None,
+        dask_s=tuned_s,
+        dask_per_s=watch.count / tuned_s,
+        dask_vs_local=None,
+        note=(
+            f"time to {TARGET_CUBLAS}x cuBLAS: "
+            + (f"{watch.reached_s:.1f} s" if watch.reached_s is not None else f"not reached in {budget:g} s")
+            + f"; tuner's best {watch.best_ratio:.3f}x, re-timed "
+            + (f"{retimed:.3f}x" if retimed else "-")
+        ),
+    )
+    report.note(
+        f"cluster='local' started in {start_s:.1f} s (not counted); cuBLAS {FLOPS / cublas_ms / 1e9:.0f} TFLOP/s"
+    )
+    report.note(f"tuner's best config: {result.best_config}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--counts", default="1,2,4,8,16", help="compile worker counts, comma-separated")
+    parser.add_argument("--per-worker", type=int, default=4, help="configs compiled per worker at each count")
+    parser.add_argument("--budget", type=float, default=120, help="seconds for the time-to-cuBLAS search")
+    parser.add_argument("--skip-gpu", action="store_true", help="only the compile scaling")
+    options = parser.parse_args()
+    os.environ["TILEBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilebench-scale-bench-")
+    from _report import Report
+
+    from tilebench.compiler.runtime import has_gpu
+
+    counts = [int(n) for n in options.counts.split(",")]
+    report = Report("scale", "Compiles per second: Dask workers beside the local pool; time to 0.97x cuBLAS")
+    report.note(
+        f"host: {cores()} cores; each count compiles min(128, {options.per_worker} x workers) configs"
+    )
+    root = Path(tempfile.mkdtemp(prefix="tilebench-scale-caches-"))
+    try:
+        compile_scaling(report, counts, options.per_worker, root)
+        if options.skip_gpu or not has_gpu():
+            report.note(
+                "time to 0.97x cuBLAS: skipped (" + ("--skip-gpu" if options.skip_gpu else "no GPU") + ")"
+            )
+        else:
+            time_to_cublas(report, options.budget)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    report.finish()
+
+
+if __name__ == "__main__":
+    main()

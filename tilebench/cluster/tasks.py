@@ -1,0 +1,190 @@
+"""What runs on the Dask workers: compile a config into a packed kernel entry, benchmark a compiled one.
+
+Tasks take and give plain data. In: a ``CompileRequest`` (the TIR as JSON and the compile kwargs); out: a
+``CompileResult`` (status, message, seconds, the worker's address and the packed ``KernelEntry``). In: the
+``CompileResult`` and a ``BenchJob``; out: a ``BenchOutcome`` (the ``Measurement``, the GPU, the worker).
+Each compile runs in a compile worker forked from this Dask worker's compile server (tilelang imported
+once), under its timeout; each benchmark in this worker's isolated benchmark worker. A compiler or a kernel
+that crashes kills only that subprocess, never the Dask worker.
+
+Nothing here imports Dask at module level: compile and benchmark workers import this module to unpickle
+``EntryRequest`` and ``MachineFacts``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import json
+import multiprocessing
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+from tilebench.cluster.entry import KernelEntry
+from tilebench.compiler.pool import CompilePool, CompileRequest, readable_error
+from tilebench.measure.result import Measurement
+
+FACTS_TIMEOUT_S = 600.0  # a fresh benchmark worker imports torch and tilelang and opens a CUDA context
+_lock = threading.Lock()
+_ready = False
+_pools = threading.local()  # one single-worker compile pool per task thread of this Dask worker
+_facts: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass
+class CompileResult:
+    """A compile task's outcome; `entry` holds the kernel when `status` is "ok"."""
+
+    status: str
+    message: str
+    seconds: float
+    worker: str
+    entry: KernelEntry | None = None
+
+
+@dataclasses.dataclass
+class BenchOutcome:
+    """A benchmark task's outcome: the measurement, the GPU's name and host index, the worker's address."""
+
+    measurement: Measurement
+    gpu: str
+    device: int
+    worker: str
+
+
+@dataclasses.dataclass
+class EntryRequest(CompileRequest):
+    """A CompileRequest whose "ok" message is the kernel-cache folder tilelang wrote (to be packed)."""
+
+    def __call__(self) -> tuple[str, str]:
+        from tilebench.compiler.cache import entry_folder
+        from tilebench.compiler.runtime import tilelang
+
+        tl = tilelang()
+        import tvm
+
+        try:
+            kernel = tl.compile(tvm.ir.load_json(self.tir_json), **copy.deepcopy(self.kwargs))
+        except Exception as exc:  # any compiler failure is data for the caller
+            return "compile_error", readable_error(exc)
+        folder = entry_folder(kernel)
+        if folder is None:
+            return (
+                "crash",
+                "compiled, but tilelang wrote no kernel-cache entry to send (is its cache disabled?)",
+            )
+        return "ok", str(folder)
+
+
+class MachineFacts:
+    """A benchmark-worker job reporting its GPU's machine parts of the tuning key (as JSON in `message`)."""
+
+    label = "machine facts"
+
+    def __call__(self) -> Measurement:
+        from tilebench.tuner.key import machine_parts
+
+        return Measurement("ok", json.dumps(machine_parts(0)))
+
+
+def prepare_worker(gpu: bool = False) -> None:
+    """Ready this Dask worker process (once): it may start child processes, tilelang's cache is this host's
+    tilebench cache, the compile server is importing tilelang; with `gpu`, the benchmark worker starts too.
+
+    Dask marks its worker processes daemonic, and Python refuses children to those; tilebench's compile
+    and benchmark workers are tied to this process by PR_SET_PDEATHSIG instead, so they die with it.
+    """
+    global _ready
+    with _lock:
+        if not _ready:
+            with contextlib.suppress(AssertionError):
+                multiprocessing.current_process().daemon = False
+            from tilebench.compiler import server
+            from tilebench.compiler.runtime import prepare_environment
+            from tilebench.config import settings
+
+            settings.reload()  # Dask's Nanny sets the worker's env (env=, nanny.environ) after imports ran
+            prepare_environment()
+            server.start()
+            _ready = True
+    if gpu:
+        from tilebench.measure.worker import shared_worker
+
+        shared_worker(0).launch()
+
+
+def worker_address() -> str:
+    """This Dask worker's address (the host name outside a worker)."""
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):
+        return socket.gethostname()
+
+
+def worker_versions() -> dict[str, str]:
+    """What must match the notebook's for a kernel compiled here to be a cache hit there."""
+    import importlib.metadata
+    import sys
+
+    import tilebench
+
+    try:
+        tilelang = importlib.metadata.version("tilelang")
+    except importlib.metadata.PackageNotFoundError:
+        tilelang = "not installed"
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return {"tilelang": tilelang, "tilebench": tilebench.__version__, "python": python}
+
+
+def compile_task(request: CompileRequest, timeout_s: float) -> CompileResult:
+    """Compile one config in this worker's compile pool; pack the kernel-cache entry it wrote."""
+    prepare_worker()
+    pool = getattr(_pools, "pool", None)
+    if pool is None:
+        pool = _pools.pool = CompilePool(num_workers=1)
+    entry_request = EntryRequest(request.tir_json, request.kwargs, request.label)
+    (outcome,) = list(pool.submit_many([entry_request], timeout=timeout_s))
+    if outcome.status != "ok":
+        return CompileResult(outcome.status, outcome.message, outcome.seconds, worker_address())
+    entry = KernelEntry.pack(outcome.message, os.environ["TILELANG_CACHE_DIR"])
+    return CompileResult("ok", "", outcome.seconds, worker_address(), entry)
+
+
+def gpu_facts() -> dict[str, Any]:
+    """This GPU worker's machine parts (read once, in its benchmark worker: this process opens no CUDA
+    context) and its GPU's index on the host (CUDA_VISIBLE_DEVICES' first entry, else 0)."""
+    global _facts
+    if _facts is None:
+        from tilebench.cluster.errors import ClusterError
+        from tilebench.measure.worker import shared_worker
+
+        prepare_worker()
+        result = shared_worker(0).run(MachineFacts(), FACTS_TIMEOUT_S)
+        if result.status != "ok":
+            raise ClusterError(f"the GPU worker {worker_address()} cannot read its GPU: {result.message}")
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
+        _facts = {**json.loads(result.message), "device": int(visible) if visible.isdigit() else 0}
+    return _facts
+
+
+def bench_task(
+    compiled: CompileResult, job: Any, best_by_gpu: dict[str | None, float], timeout_s: float
+) -> BenchOutcome:
+    """Install the compiled entry here, then check and time the job on this worker's GPU; its early stop
+    compares with the best so far on this GPU's model only."""
+    from tilebench.measure.worker import shared_worker
+    from tilebench.tuner.dispatch import for_gpu
+
+    prepare_worker(gpu=True)
+    assert compiled.entry is not None, "only compiled configs are benchmarked"
+    compiled.entry.install(Path(os.environ["TILELANG_CACHE_DIR"]))
+    facts = gpu_facts()
+    job = for_gpu(job, 0, facts["gpu_name"], best_by_gpu)
+    measurement = shared_worker(0).run(job, timeout_s)
+    return BenchOutcome(measurement, facts["gpu_name"], facts["device"], worker_address())
