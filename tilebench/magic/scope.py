@@ -201,7 +201,8 @@ def views(options: dict[str, Any] | None = None) -> dict[str, TileLangView]:
 
 
 def _merged(base: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
-    """The kernel's own options over the cell's, pass configs merged (the cell's line wins on a clash)."""
+    """The magic line's options over the kernel's own (as `--target` overrides a decorator's), pass configs
+    merged key by key."""
     merged = {**given, **{k: v for k, v in base.items() if k != "pass_configs"}}
     configs = {**dict(given.get("pass_configs") or {}), **dict(base.get("pass_configs") or {})}
     if configs:
