@@ -18,7 +18,7 @@ from pygments.token import Comment, Error, Keyword, Name, Number, String
 from tilebench.compiler.artifacts import KernelArtifacts, Resources, collect_artifacts
 from tilebench.compiler.layouts import BufferLayout
 from tilebench.compiler.runtime import tilelang
-from tilebench.views.code import CodeView, highlight, lexer_for, line_count
+from tilebench.views.code import STATIC, CodeView, highlight, lexer_for, line_count
 from tilebench.views.layouts import LayoutView, layout_figure, layout_label
 from tilebench.views.resources import resources_html
 
@@ -164,11 +164,13 @@ def test_code_view_traits_and_cheap_repr() -> None:
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
-def test_esm_parses_as_a_javascript_module(tmp_path: Path) -> None:
-    path = tmp_path / "code_view.mjs"
-    path.write_text(CodeView._esm)
+@pytest.mark.parametrize("name", ["code_view.js", "stop_button.js"])
+def test_esm_parses_as_a_javascript_module(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name.replace(".js", ".mjs")
+    path.write_text((STATIC / name).read_text())
     result = subprocess.run(["node", "--check", str(path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+    assert str(CodeView._esm).strip() == (STATIC / "code_view.js").read_text().strip()
 
 
 # ---------------------------------------------------------------------------------------------------
