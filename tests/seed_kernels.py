@@ -286,3 +286,22 @@ def dyn_annot(A: T.ptr, is_2d=False):
         A = T.match_buffer(A, [L], T.float32)
         with T.Kernel(1) as _:
             A[0] = 1.0
+
+
+# --- a kernel with a scalar parameter (the bad-call tests) -----------------------------------------
+
+
+def add_int_scalar(N):
+    """Y = X + n for int32 X: a lazy factory with a scalar parameter, left undecorated so tests can
+    compile it for any target (`tb.jit(target="c", execution_backend="cython")(add_int_scalar)`)."""
+
+    @T.prim_func
+    def main(n: T.int32, X: T.Tensor((N,), "int32"), Y: T.Tensor((N,), "int32")):
+        with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                Y[bx * 128 + i] = X[bx * 128 + i] + n
+
+    return main
+
+
+add_n = tb.jit(out_idx=[-1])(add_int_scalar)

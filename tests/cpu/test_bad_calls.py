@@ -150,15 +150,7 @@ def test_fuzz_bad_calls_raise_clear_errors(
     assert "'A'" in message or "'B'" in message
 
 
-@tb.jit(out_idx=[-1])
-def add_n(N):
-    @T.prim_func
-    def main(n: T.int32, X: T.Tensor((N,), "int32"), Y: T.Tensor((N,), "int32")):
-        with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
-            for i in T.Parallel(128):
-                Y[bx * 128 + i] = X[bx * 128 + i] + n
-
-    return main
+add_n = S.add_n
 
 
 @tb.jit(out_idx=[-1])
@@ -297,26 +289,18 @@ def test_tilelangs_own_call_path_runs_checked_calls_on_this_cpu():
     """The cython adapter (target "c") runs here; it takes an integer for a tensor as an address, so calls are
     screened first (the integer case itself runs in a child in test_param_checks.py: it used to segfault)."""
 
-    @tb.jit(out_idx=[-1], target="c", execution_backend="cython")
-    def add_c(N):
-        @T.prim_func
-        def main(n: T.int32, X: T.Tensor((N,), "int32"), Y: T.Tensor((N,), "int32")):
-            with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
-                for i in T.Parallel(128):
-                    Y[bx * 128 + i] = X[bx * 128 + i] + n
-
-        return main
+    add_c = tb.jit(out_idx=[-1], target="c", execution_backend="cython")(S.add_int_scalar)
 
     kernel, x = add_c(256), torch.arange(256, dtype=torch.int32)
     assert kernel(3, x)[:3].tolist() == [3, 4, 5]
     assert kernel(X=x, n=-1)[:3].tolist() == [-1, 0, 1]
     with pytest.raises(
-        OverflowError, match=r"add_c\(\): argument 'n' \(input 0\) expects an int32 scalar in"
+        OverflowError, match=r"add_int_scalar\(\): argument 'n' \(input 0\) expects an int32 scalar in"
     ):
         kernel(2**40 + 3, x)
     with pytest.raises(
         TypeError, match=r"argument 'X' \(input 1\) expects a torch.Tensor of int32, got None"
     ):
         kernel(3, None)
-    with pytest.raises(TypeError, match=r"add_c\(\) got an unexpected keyword argument 'Z'"):
+    with pytest.raises(TypeError, match=r"add_int_scalar\(\) got an unexpected keyword argument 'Z'"):
         kernel(3, Z=x)

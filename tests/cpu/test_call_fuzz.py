@@ -128,17 +128,7 @@ NOT_AN_INT32 = st.one_of(
 # --- the kernels, compiled once ---------------------------------------------------------------------------------
 
 
-@tb.jit(out_idx=[-1])
-def add_n(N):
-    import tilelang.language as T
-
-    @T.prim_func
-    def main(n: T.int32, X: T.Tensor((N,), "int32"), Y: T.Tensor((N,), "int32")):
-        with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
-            for i in T.Parallel(128):
-                Y[bx * 128 + i] = X[bx * 128 + i] + n
-
-    return main
+add_n = S.add_n
 
 
 @pytest.fixture(scope="module")
