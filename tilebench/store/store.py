@@ -19,17 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from tilebench.config import PRIVATE_FILE_MODE, make_private_dir
 from tilebench.store.liveness import effective_status, process_gone, this_host
+from tilebench.store.opening import NotAStore, prepare
 from tilebench.store.schema import (
     ACTIVE_RUN_STATUSES,
-    APPLICATION_ID,
     FINAL_STATUSES,
-    MIGRATIONS,
     RECORD_COLUMNS,
     RUN_STATUSES,
-    SCHEMA,
-    SCHEMA_VERSION,
     STATUSES,
-    TABLES,
     Record,
     RunInfo,
     canonical_json,
@@ -47,10 +43,6 @@ class RecordStoreError(RuntimeError):
 
 class RecordStoreWarning(UserWarning):
     """A stored row could not be read (malformed JSON) and was left out."""
-
-
-class _NotAStore(Exception):
-    """The file at the store's path is not a tilebench store this version can use (nothing was changed)."""
 
 
 _INSERT = (
@@ -91,9 +83,9 @@ class RecordStore:
             raise self._error(error) from error
         try:
             conn.row_factory = sqlite3.Row
-            _prepare(conn)
+            prepare(conn)
             yield conn
-        except _NotAStore as error:
+        except NotAStore as error:
             raise RecordStoreError(
                 f"{self.path} is not a tilebench record store this version can use: {error}. It was left "
                 "unchanged; point TILEBENCH_CACHE_DIR (or RecordStore) at another file."
@@ -392,83 +384,6 @@ def default_store() -> RecordStore:
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
-
-
-def _prepare(conn: sqlite3.Connection) -> None:
-    """Check the file is a tilebench store of a version this code reads, before anything is written to it;
-    then WAL, relaxed syncing (safe in WAL: a crash loses at most the last commits, never the file), and the
-    schema created or migrated in one transaction."""
-    current = _identify(conn) == (APPLICATION_ID, SCHEMA_VERSION)
-    _switch_to_wal(conn)
-    conn.execute("PRAGMA synchronous=NORMAL")
-    if current:
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        _, version = _identify(conn)  # again, now that no other writer can be setting it up
-        if version:  # an existing store of an older version: migrate
-            for step in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS.get(step, ()):
-                    _migrate(conn, statement)
-        for statement in SCHEMA:
-            conn.execute(statement)
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def _migrate(conn: sqlite3.Connection, statement: str) -> None:
-    """Run one migration statement; a column that is there already (a half-stamped file) is fine."""
-    try:
-        conn.execute(statement)
-    except sqlite3.OperationalError as error:
-        if "duplicate column" not in str(error):
-            raise
-
-
-def _identify(conn: sqlite3.Connection) -> tuple[int, int]:
-    """(application_id, schema version) of the file, reading only: version 0 is an empty file, ready to
-    set up. Raises _NotAStore for another program's SQLite file or a newer tilebench's store."""
-    application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if application_id not in (0, APPLICATION_ID):
-        raise _NotAStore(f"its application_id is {application_id:#x}, not tilebench's {APPLICATION_ID:#x}")
-    if application_id == 0:  # an empty file, or a store of version 1 (which had no application_id)
-        if not tables and version == 0:
-            return application_id, 0
-        if version not in (0, 1):
-            raise _NotAStore(f"its user_version is {version}, yet it has no tilebench application_id")
-    elif version > SCHEMA_VERSION:
-        raise _NotAStore(
-            f"schema version {version} is newer than this tilebench's {SCHEMA_VERSION}; upgrade tilebench"
-        )
-    if not {"runs", "records"} <= tables:
-        found = ", ".join(sorted(tables)) or "no tables"
-        raise _NotAStore(f"it holds {found}, not tilebench's runs and records tables")
-    if application_id == 0 and not tables <= TABLES | {"sqlite_sequence"}:
-        extra = ", ".join(sorted(tables - TABLES))
-        raise _NotAStore(f"besides runs and records it holds {extra}, which no tilebench store has")
-    return application_id, max(version, 1)  # version 0 with tables: a version-1 store stamped too late
-
-
-def _switch_to_wal(conn: sqlite3.Connection, patience: float = 30.0) -> None:
-    """Enter WAL mode once per file. Switching ignores the busy timeout (SQLITE_BUSY at once while
-    another connection has a fresh store open), so it is retried here."""
-    deadline = time.monotonic() + patience
-    delay = 0.005
-    while conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-        except sqlite3.OperationalError as error:
-            if "locked" not in str(error) or time.monotonic() > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
 
 
 def _insert(conn: sqlite3.Connection, record: Record) -> None:
