@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ class ClusterExecutor:
         self.compile_workers = sorted(set(workers) - set(self.gpu_workers))
         slots = sum(workers[a].get("nthreads", 1) for a in self.compile_workers or workers)
         self.batch_size = options.num_workers or max(slots, 1)
+        self.compile_slots = max(slots, 1)
         self.machine = self._machine() if self.gpu_workers else None
 
     @classmethod
@@ -72,8 +74,27 @@ class ClusterExecutor:
         prepare_environment()
         self.cache_root = Path(os.environ["TILELANG_CACHE_DIR"])
         pending: dict[Any, tuple[str, Candidate, CompileResult | None]] = {}
-        for candidate in candidates:
-            future = self.client.submit(
+        queued = deque(candidates)
+        try:
+            while (pending or queued) and not sink.should_stop():
+                self._submit_compiles(queued, pending)
+                for future in self._finished(pending):
+                    kind, candidate, compiled = pending.pop(future)
+                    self._finish(future, kind, candidate, compiled, pending, sink)
+        finally:
+            if pending and self.client.status == "running":
+                self.client.cancel(list(pending))
+
+    def _submit_compiles(self, queued: deque[Candidate], pending: dict[Any, Any]) -> None:
+        """Keep one compile task per compile thread in flight, no more.
+
+        Submitting all at once lets the scheduler queue a second task on a busy worker (its
+        worker-saturation) while another worker idles at the end of the run; a window of one task per
+        thread hands each config to the next free thread, as the local pool does."""
+        in_flight = sum(1 for kind, _, _ in pending.values() if kind == "compile")
+        while queued and in_flight < self.compile_slots:
+            candidate = queued.popleft()
+            future = self._submit(
                 compile_task,
                 candidate.request,
                 self.compile_timeout_s,
@@ -83,25 +104,30 @@ class ClusterExecutor:
                 allow_other_workers=bool(self.compile_workers),
             )
             pending[future] = ("compile", candidate, None)
-        try:
-            while pending and not sink.should_stop():
-                for future in self._finished(pending):
-                    kind, candidate, compiled = pending.pop(future)
-                    self._finish(future, kind, candidate, compiled, pending, sink)
-        finally:
-            if pending and self.client.status == "running":
-                self.client.cancel(list(pending))
+            in_flight += 1
 
     def _finished(self, pending: dict[Any, Any]) -> list[Any]:
         """The futures done now, waiting up to _POLL_S for one; ClusterLost once the scheduler is gone."""
         deadline = time.monotonic() + _POLL_S
         while True:
-            if self.client.status not in ("running", "connecting"):
-                raise ClusterLost(f"the Dask client is {self.client.status}: lost the scheduler mid-run")
+            self._check_connected()
             done = [future for future in pending if future.done()]
             if done or time.monotonic() >= deadline:
                 return done
             time.sleep(_TICK_S)
+
+    def _check_connected(self) -> None:
+        if self.client.status not in ("running", "connecting"):
+            raise ClusterLost(f"the Dask client is {self.client.status}: lost the scheduler mid-run")
+
+    def _submit(self, task: Any, *args: Any, **options: Any) -> Any:
+        """client.submit; ClusterLost when the client closed (before or while submitting)."""
+        self._check_connected()
+        try:
+            return self.client.submit(task, *args, **options)
+        except Exception:
+            self._check_connected()
+            raise
 
     def _finish(
         self,
@@ -171,7 +197,7 @@ class ClusterExecutor:
                 Record(dict(candidate.config), "skipped", COMPILE_ONLY, result.seconds, extra=where),
             )
             return
-        bench = self.client.submit(
+        bench = self._submit(
             bench_task,
             future,
             sink.bench_job(candidate),
