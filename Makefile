@@ -21,7 +21,7 @@ STAMP     := $(VENV)/.tilebench-installed
 CPU_TORCH ?= torch==2.13.0
 # Tests get their own tilebench cache inside the repo (git-ignored via /test-output/), never ~/.cache.
 TEST_CACHE_DIR := $(CURDIR)/test-output/cache
-LINT_PATHS := $(wildcard tilebench tests benchmarks scripts)
+LINT_PATHS := $(wildcard tilebench tests benchmarks scripts hatch_build.py)
 NOTEBOOKS  := $(shell find notebooks -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null)
 PYTEST_ARGS ?=
 GPU_CHECK_ARGS ?=

@@ -93,6 +93,8 @@ def main() -> None:
         "*_over columns are absolute times there. tilelang's key holds the call form (the tensors "
         "themselves); tilebench's holds compile-time values and the T.const dims read from the tensors"
     )
+    parser = type(vars(S.gemm).get("parse_cache_key")).__name__
+    report.note(f"tilebench's key parser here: {'C' if parser == 'KeyParser' else 'Python'} ({parser})")
     report.finish()
 
 

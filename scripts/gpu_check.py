@@ -133,7 +133,20 @@ def device_info() -> None:
         print(f"nvcc      {out.strip().splitlines()[-1] if out.strip() else '?'} ({nvcc})")
     except (OSError, subprocess.TimeoutExpired) as exc:
         print(f"nvcc      unavailable: {exc!r}")
+    build_key_parser()
     sys.stdout.flush()
+
+
+def build_key_parser() -> None:
+    """The C key parser for this Python, in the tree (pip install builds it; the bundle has no install)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tilebench.kernel.native"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    print(f"keyparse  {(done.stdout + done.stderr).strip()}")
 
 
 def read_junit(path: Path) -> tuple[Counts, dict[str, bool]]:

@@ -6,6 +6,8 @@ import tilelang.language as T
 import torch
 
 import tilebench as tb
+from tilebench.kernel import native
+from tilebench.kernel.jit import JIT
 
 
 def A_B(m=1024, k=512, n=256):
@@ -39,14 +41,32 @@ def test_parse_cache_key_holds_compile_values_and_shapes(eager_gemm):
     assert S.gemm.parse_cache_key(*A_B(2048)) != key
 
 
-def test_one_frame_key_parser_agrees_with_the_slow_path():
+@pytest.mark.parametrize("parser", ["C", "Python"])
+def test_one_frame_key_parser_agrees_with_the_slow_path(parser, monkeypatch):
+    if parser == "Python":
+        monkeypatch.setattr(native, "load", lambda: None)
+    elif native.load() is None:
+        pytest.fail("the C key parser was not built by the install (tilebench/kernel/native.py)")
     gemm = tb.jit(S.gemm._func)  # a fresh JIT: the parser is installed by its first real-tensor call
     A, B = torch.empty(1024, 512, dtype=torch.float16), torch.empty(512, 256, dtype=torch.float16)
-    calls = [((A, B), {}), ((A, B), {"block_M": 64}), ((A[:, :256], B[:256]), {}), ((A, B), {"M": 1024})]
+    calls = [
+        ((A, B), {}),
+        ((A, B), {"block_M": 64}),
+        ((A[:, :256], B[:256]), {}),
+        ((A, B), {"M": 1024}),
+        ((A, B, T.float32, 128), {}),
+        ((A, B, T.float32, 64), {}),
+    ]
     slow = [gemm.parse_cache_key(*a, **k) for a, k in calls]
     gemm.compile(A, B)
-    assert "parse_cache_key" in vars(gemm)
+    installed = vars(gemm)["parse_cache_key"]
+    assert type(installed).__name__ == ("KeyParser" if parser == "C" else "function")
     assert [gemm.parse_cache_key(*a, **k) for a, k in calls] == slow
+    with pytest.raises(TypeError, match="'A'") as fast_error:
+        gemm.parse_cache_key(7, B)  # not a tensor: the slow path names the parameter
+    with pytest.raises(TypeError) as slow_error:
+        JIT.parse_cache_key(gemm, 7, B)
+    assert str(fast_error.value) == str(slow_error.value)
     assert len(set(slow[:3])) == 3
     import numpy as np
 

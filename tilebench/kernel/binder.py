@@ -1,7 +1,8 @@
 """Functions generated once per kernel signature, so a call binds its arguments in one Python frame.
 
 `make_binder` turns `f(A, B, block_M=128)` into `(compile-time values, runtime values)`;
-`make_shape_reader` reads the T.const dimensions of a template straight from the tensors.
+`make_shape_reader` reads the T.const dimensions of a template straight from the tensors;
+`make_key_parser` gives `parse_cache_key` for the calls of one template.
 """
 
 from __future__ import annotations
@@ -105,8 +106,9 @@ def make_key_parser(
 
     The compile-time values are compared by identity with the template's (the defaults, and small ints
     or strings given again, are the same objects); anything else, or a T.const value given by keyword
-    (`symbols` become keyword-only parameters), goes to `slow`. No `**kwargs`: an unknown keyword is
-    Python's TypeError naming it.
+    (`symbols` become keyword-only parameters), goes to `slow`, as do arguments whose shapes cannot be
+    read. No `**kwargs`: an unknown keyword is Python's TypeError naming it. Where the C KeyParser is
+    built (native.py), it serves the calls of the tensors alone and passes the rest to this parser.
     """
     mirrored = _mirror_signature(signature, runtime_names)
     if (
@@ -138,10 +140,44 @@ def make_key_parser(
         f"def parse_cache_key({', '.join(params)}):\n"
         f"    if {test}:\n"
         f"        return _slow({forward}{extra})\n"
-        + "".join(lines)
-        + f"    return {_tuple_text([*compile_names, *parts])}\n"
+        f"    try:\n" + _indented(lines) + f"        return {_tuple_text([*compile_names, *parts])}\n"
+        f"    except (TypeError, AttributeError, IndexError, RuntimeError):  # not tensors: the slow path says\n"
+        f"        return _slow({forward}{extra})\n"
     )
-    return _define(source, namespace, "parse_cache_key", "key parser")
+    parser = _define(source, namespace, "parse_cache_key", "key parser")
+    return _native_key_parser(signature, runtime_names, compile_values, readers, parser) or parser
+
+
+def _native_key_parser(
+    signature: inspect.Signature,
+    runtime_names: Sequence[str],
+    compile_values: tuple,
+    readers: Sequence[tuple[str, str, int]],
+    parser: Callable[..., tuple],
+) -> Callable[..., tuple] | None:
+    """The C KeyParser in front of `parser` when a call of the tensors alone, positionally, binds every
+    compile-time parameter to its default and the defaults are this template's values; else None."""
+    from tilebench.kernel.native import load
+
+    native = load()
+    parameters = list(signature.parameters.values())
+    count = len(runtime_names)
+    rest = parameters[count:]
+    if (
+        native is None
+        or [p.name for p in parameters[:count]] != list(runtime_names)
+        or any(p.kind != p.POSITIONAL_OR_KEYWORD for p in parameters[:count])
+        or any(p.kind == p.VAR_POSITIONAL for p in rest)
+        or len(compile_values) != sum(p.kind != p.VAR_KEYWORD for p in rest)
+        or any(
+            p.default is p.empty or p.default is not value
+            for p, value in zip([p for p in rest if p.kind != p.VAR_KEYWORD], compile_values)
+        )
+    ):
+        return None
+    index = {name: position for position, name in enumerate(runtime_names)}
+    reads = [(index[arg], what == "stride", axis) for arg, what, axis in readers]
+    return native.KeyParser(count, tuple(compile_values), reads, parser)
 
 
 _UNSET = object()

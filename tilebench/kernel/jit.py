@@ -202,7 +202,10 @@ class JIT:
             compile_values, runtime = self._binder(*args, **kwargs)
             entry = self._templates.get(compile_values)
             if entry is not None:
-                return compile_values + entry[0](*runtime)
+                try:
+                    return compile_values + entry[0](*runtime)
+                except (TypeError, AttributeError, IndexError):
+                    pass  # not tensors: tilelang's binding below says which parameter is wrong
         self._ensure_mode(args, kwargs)
         if self._mode == "eager":
             p1, p2 = self.elaborator.template_key(args, kwargs)[0]
