@@ -160,19 +160,15 @@ def _native_key_parser(
     from tilebench.kernel.native import load
 
     native = load()
-    parameters = list(signature.parameters.values())
+    parameters = list(signature.parameters.values())  # make_key_parser took no *args or **kwargs
     count = len(runtime_names)
     rest = parameters[count:]
     if (
         native is None
         or [p.name for p in parameters[:count]] != list(runtime_names)
         or any(p.kind != p.POSITIONAL_OR_KEYWORD for p in parameters[:count])
-        or any(p.kind == p.VAR_POSITIONAL for p in rest)
-        or len(compile_values) != sum(p.kind != p.VAR_KEYWORD for p in rest)
-        or any(
-            p.default is p.empty or p.default is not value
-            for p, value in zip([p for p in rest if p.kind != p.VAR_KEYWORD], compile_values)
-        )
+        or len(compile_values) != len(rest)
+        or any(p.default is not value for p, value in zip(rest, compile_values))
     ):
         return None
     index = {name: position for position, name in enumerate(runtime_names)}
