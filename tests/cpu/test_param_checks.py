@@ -260,3 +260,18 @@ def test_calls_that_used_to_crash_the_process_raise_and_record(tmp_path):
     assert name == "TypeError" and "argument 'X' (input 1)" in message and "got int 8" in message
     name, message = outcomes["cpu int wraps"]
     assert name == "OverflowError" and "argument 'n' (input 0) expects an int32 scalar in" in message
+
+
+def test_every_dtype_name_is_known_and_other_strings_never_reach_tvm(monkeypatch):
+    from tilebench.kernel import expectations
+
+    names = sorted({str(getattr(T, a)) for a in dir(T) if type(getattr(T, a)).__name__ == "dtype"})
+    assert len(names) > 100 and all(expectations.names_dtype(n) for n in names)
+    expectations.names_dtype.cache_clear()
+
+    def refuse(*args):  # TVM's first refusal in a process costs most of a second
+        raise AssertionError(f"TVM was asked whether {args} is a dtype")
+
+    monkeypatch.setattr(expectations, "_dtype_class", lambda: refuse)
+    assert not any(expectations.names_dtype(s) for s in ["Square", "direct", "shared", "e4m3", "FullRow"])
+    expectations.names_dtype.cache_clear()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import functools
+import re
 import types
 import typing
 from typing import Any
@@ -166,7 +168,17 @@ def _dtype_class() -> Any:
     return tilelang().language.dtype
 
 
+# What TVM's dtype names look like: bool, handle, void, [u]int<bits>, [b]float<bits> with an fp8/fp6/fp4
+# format suffix (float8_e4m3fn) and custom[...] types, each with optional lanes (float16x4).
+_DTYPE_NAME = re.compile(r"(bool|handle|void|u?int\d+|b?float\d+(_e\d+m\d+[a-z0-9]*)?|custom\[\w+\]\d*)(x\d+)?")
+
+
+@functools.lru_cache(maxsize=256)
 def names_dtype(text: str) -> bool:
+    """Whether `text` is a dtype name. Others never reach TVM: its first refusal in a process costs
+    most of a second (it builds a C++ backtrace), paid by every tune whose kernel has a str default."""
+    if not _DTYPE_NAME.fullmatch(text):
+        return False
     try:
         _dtype_class()(text)
     except Exception:  # noqa: BLE001 - not a dtype name
