@@ -170,7 +170,9 @@ def _dtype_class() -> Any:
 
 # What TVM's dtype names look like: bool, handle, void, [u]int<bits>, [b]float<bits> with an fp8/fp6/fp4
 # format suffix (float8_e4m3fn) and custom[...] types, each with optional lanes (float16x4).
-_DTYPE_NAME = re.compile(r"(bool|handle|void|u?int\d+|b?float\d+(_e\d+m\d+[a-z0-9]*)?|custom\[\w+\]\d*)(x\d+)?")
+_DTYPE_NAME = re.compile(
+    r"(bool|handle|void|u?int\d+|b?float\d+(_e\d+m\d+[a-z0-9]*)?|custom\[\w+\]\d*)(x\d+)?"
+)
 
 
 @functools.lru_cache(maxsize=256)
