@@ -1,0 +1,45 @@
+"""The benchmark's Hopper kernels (benchmarks/_hopper_kernels.py) compile for sm_90a in each structure
+their tuning space names, and the structure parameter changes the kernel as it says."""
+
+import sys
+from pathlib import Path
+
+import torch
+
+import tilebench as tb
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import _hopper_kernels as H  # noqa: E402
+
+
+def test_warp_specialization_is_a_per_call_parameter():
+    a = tb.place(4096, 4096, dtype=torch.float16)
+    specialized = H.gemm.compile(a, a, warp_specialized=True)
+    pipelined = H.gemm.compile(a, a, warp_specialized=False)
+    # a producer warpgroup of 128 threads issuing TMA loads against mbarriers, beside the 256 consumers
+    assert specialized.artifacts().resources.threads_per_block == 256 + 128
+    assert "mbarrier" in specialized.cuda_source.lower()
+    assert pipelined.artifacts().resources.threads_per_block == 256
+    assert "mbarrier" not in pipelined.cuda_source.lower() and "cp_async" in pipelined.cuda_source.lower()
+
+
+def test_the_overlap_schedule_compiles_without_warp_specialization():
+    q = tb.place(2, 1024, 4, 128, dtype=torch.float16)
+    overlapped = H.attention.compile(q, q, q, is_causal=True, warp_specialized=False, overlap=True)
+    resources = overlapped.artifacts().resources
+    assert resources.threads_per_block == 256 and not resources.over_limits
+    assert "wgmma" in overlapped.cuda_source
+
+
+def test_the_spaces_constraints_keep_configs_worth_compiling():
+    import itertools
+
+    def configs(space):
+        return [dict(zip(space, values)) for values in itertools.product(*space.values())]
+
+    attention = [c for c in configs(H.ATTENTION_SPACE) if H.attention_fits(c)]
+    assert attention and not any(c["overlap"] and c["warp_specialized"] for c in attention)
+    assert all(c["block_M"] // (c["threads"] // 128) in (64, 128) for c in attention)
+    gemm = [c for c in configs(H.GEMM_SPACE) if H.gemm_fits(c)]
+    assert gemm and all(c["block_M"] * c["block_N"] <= 128 * c["threads"] for c in gemm)
