@@ -24,6 +24,23 @@ TARGET = 1.0
 BATCH, SEQ, HEADS, DIM = 8, 4096, 32, 128
 
 
+def tune_options(ref, flops: float, budget: float, constraint) -> dict:
+    """Checked against `ref`, TPE within `budget` seconds, configs that fail `constraint` not compiled."""
+    return {
+        "ref": ref,
+        "flops": flops,
+        "strategy": "tpe",
+        "max_seconds": budget,
+        "constraint": constraint,
+        "progress": None,
+    }
+
+
+def fastest(result, count: int = 3) -> list:
+    """The tuner's `count` fastest correct configs."""
+    return sorted((r for r in result.records if r.status == "ok"), key=lambda r: r.median_ms)[:count]
+
+
 def retime(compile_best, run_vendor, finalists) -> tuple[float, float, dict]:
     """(kernel ms, vendor ms around it, config) of the finalist with the best ratio."""
     from tilebench.measure.timer import time_call
@@ -77,16 +94,9 @@ def attention_cases(report, budget: float) -> None:
             V,
             is_causal=causal,
             **space,
-            tune_options={
-                "ref": sdpa,
-                "flops": flops,
-                "strategy": "tpe",
-                "max_seconds": budget,
-                "constraint": attention_fits,
-                "progress": None,
-            },
+            tune_options=tune_options(sdpa, flops, budget, attention_fits),
         )
-        finalists = sorted((r for r in result.records if r.status == "ok"), key=lambda r: r.median_ms)[:3]
+        finalists = fastest(result)
         if not finalists:
             report.note(f"attention causal={causal}: no config passed the check against SDPA")
             continue
@@ -116,16 +126,9 @@ def gemm_cases(report, budget: float) -> None:
             A,
             B,
             **space,
-            tune_options={
-                "ref": lambda A, B: (A.float() @ B.float()).half(),
-                "flops": flops,
-                "strategy": "tpe",
-                "max_seconds": budget,
-                "constraint": gemm_fits,
-                "progress": None,
-            },
+            tune_options=tune_options(lambda A, B: (A.float() @ B.float()).half(), flops, budget, gemm_fits),
         )
-        finalists = sorted((r for r in result.records if r.status == "ok"), key=lambda r: r.median_ms)[:3]
+        finalists = fastest(result)
         if not finalists:
             report.note(f"GEMM {size}^3: no config passed the check")
             continue
