@@ -151,6 +151,16 @@ def test_a_sticky_cuda_error_retires_the_worker(worker, job):
 
 
 def test_ctrl_c_kills_the_worker_and_reaches_the_caller(worker):
+    # interrupt_main does nothing where SIGINT is ignored (a command started with & in a non-interactive
+    # shell, as some CI runners are): Ctrl-C must raise here, as it does in a notebook kernel
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        ctrl_c_during_a_job(worker)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def ctrl_c_during_a_job(worker):
     old, _ = whoami(worker)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()

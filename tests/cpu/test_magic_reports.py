@@ -78,8 +78,12 @@ def test_error_raised_outside_the_cell_names_the_call(ip):
 
 
 CTRL_C_DURING_COMPILE = """
-import os, subprocess, sys
+import os, signal, subprocess, sys
 from IPython.testing.globalipapp import start_ipython
+
+# Ctrl-C raises KeyboardInterrupt, as in a notebook kernel, even where this test was started with SIGINT
+# ignored (a command started with & in a non-interactive shell is).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 sys.path.insert(0, {tests!r})
 from magic_cells import EAGER_GEMM
