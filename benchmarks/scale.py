@@ -77,8 +77,9 @@ def scaled(factor: float):
     return scale
 
 
-def local_rate(requests: list, workers: int, kwargs: dict, root: Path) -> float:
-    """Seconds for a local compile pool of `workers` to compile `requests` into an empty cache."""
+def local_rate(requests: list, workers: int, kwargs: dict, root: Path) -> tuple[float, list[float]]:
+    """Seconds for a local compile pool of `workers` to compile `requests` into an empty cache, and each
+    compile's own seconds."""
     from tilebench.compiler.pool import CompilePool
 
     with fresh_cache(root), CompilePool(num_workers=workers) as pool:
@@ -87,7 +88,7 @@ def local_rate(requests: list, workers: int, kwargs: dict, root: Path) -> float:
         outcomes = list(pool.submit_many(requests))
         seconds = time.perf_counter() - start
     assert len(outcomes) == len(requests)
-    return seconds
+    return seconds, [o.seconds for o in outcomes]
 
 
 class Collector:
@@ -109,9 +110,12 @@ class Collector:
         return False
 
 
-def dask_rate(requests: list, configs: list, workers: int, kwargs: dict, root: Path) -> float:
+def dask_rate(
+    requests: list, configs: list, workers: int, kwargs: dict, root: Path
+) -> tuple[float, list[float], list[str]]:
     """Seconds for a Dask LocalCluster of `workers` one-thread processes to compile `requests` through the
-    tuner's cluster executor (kernels sent back and installed here), into empty caches."""
+    tuner's cluster executor (kernels sent back and installed here), into empty caches; each compile's own
+    seconds and the worker that compiled it."""
     from distributed import Client, LocalCluster
 
     import tilebench as tb
@@ -144,7 +148,12 @@ def dask_rate(requests: list, configs: list, workers: int, kwargs: dict, root: P
             executor.run(candidates, sink)
             seconds = time.perf_counter() - start
         assert len(sink.records) == len(requests), f"{len(sink.records)} of {len(requests)} records"
-        return seconds
+        records = list(sink.records.values())
+        return (
+            seconds,
+            [r.compile_s or 0.0 for r in records],
+            [r.extra.get("compiled_on", "?") for r in records],
+        )
     finally:
         client.close()
         cluster.close()
@@ -168,8 +177,14 @@ def compile_scaling(report, counts: list[int], per_worker: int, root: Path) -> N
     rates: dict[tuple[str, int], float] = {}
     for workers in counts:
         size = min(len(order), per_worker * workers)
-        local_s = local_rate(requests[:size], workers, kwargs, root)
-        dask_s = dask_rate(requests[:size], configs[:size], workers, kwargs, root)
+        local_s, local_each = local_rate(requests[:size], workers, kwargs, root)
+        dask_s, dask_each, compiled_on = dask_rate(requests[:size], configs[:size], workers, kwargs, root)
+        shares = sorted(compiled_on.count(w) for w in set(compiled_on))
+        report.note(
+            f"{workers} workers, where the time went: compiles sum {sum(local_each):.1f} s "
+            f"(max {max(local_each):.1f}) local, {sum(dask_each):.1f} s (max {max(dask_each):.1f}) on Dask; "
+            f"configs per Dask worker {shares}"
+        )
         rates["local", workers], rates["dask", workers] = size / local_s, size / dask_s
         over = workers > cores()
         report.row(
