@@ -10,7 +10,10 @@
 2. On a GPU: time to reach 0.97x cuBLAS on benchmarks/tune.py's 1,296-config space (constrained, TPE)
    through cluster="local" (a compile worker per core, a GPU worker per GPU), its start timed apart; the
    tuner's best is re-timed here between two cuBLAS timings.
-Usage: python benchmarks/scale.py [--counts 1,2,4,8,16] [--per-worker 4] [--budget 120] [--skip-gpu]
+3. On a GPU: configs measured per second on 1, 2 (, 4) GPUs, local lanes and Dask GPU workers
+   (benchmarks/_gpu_throughput.py; its own table, "scale_gpus"). Target: >= 1.8x on two GPUs.
+Usage: python benchmarks/scale.py [--counts 1,2,4,8,16] [--per-worker 4] [--budget 120] [--sample 64]
+       [--parts compile,cublas,gpus] [--skip-gpu]
 """
 
 import argparse
@@ -299,6 +302,8 @@ def main() -> None:
     parser.add_argument("--counts", default="1,2,4,8,16", help="compile worker counts, comma-separated")
     parser.add_argument("--per-worker", type=int, default=4, help="configs compiled per worker at each count")
     parser.add_argument("--budget", type=float, default=120, help="seconds for the time-to-cuBLAS search")
+    parser.add_argument("--sample", type=int, default=64, help="configs measured per GPU-throughput run")
+    parser.add_argument("--parts", default="compile,cublas,gpus", help="which parts to run, comma-separated")
     parser.add_argument("--skip-gpu", action="store_true", help="only the compile scaling")
     options = parser.parse_args()
     os.environ["TILEBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilebench-scale-bench-")
@@ -311,18 +316,32 @@ def main() -> None:
     report.note(
         f"host: {cores()} cores; each count compiles min(128, {options.per_worker} x workers) configs"
     )
+    parts = {p.strip() for p in options.parts.split(",") if p.strip()}
+    on_gpu = not options.skip_gpu and has_gpu()
+    skipped = "--skip-gpu" if options.skip_gpu else "no GPU"
     root = Path(tempfile.mkdtemp(prefix="tilebench-scale-caches-"))
     try:
-        compile_scaling(report, counts, options.per_worker, root)
-        if options.skip_gpu or not has_gpu():
-            report.note(
-                "time to 0.97x cuBLAS: skipped (" + ("--skip-gpu" if options.skip_gpu else "no GPU") + ")"
-            )
-        else:
-            time_to_cublas(report, options.budget)
+        if "compile" in parts:
+            compile_scaling(report, counts, options.per_worker, root)
+        if "cublas" in parts:
+            if on_gpu:
+                time_to_cublas(report, options.budget)
+            else:
+                report.note(f"time to 0.97x cuBLAS: skipped ({skipped})")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report.finish()
+    if "gpus" in parts:
+        gpus = Report(
+            "scale_gpus", "Configs measured per second on 1, 2 (, 4) GPUs: local lanes and Dask GPU workers"
+        )
+        if on_gpu:
+            from _gpu_throughput import gpu_throughput
+
+            gpu_throughput(gpus, options.sample)
+        else:
+            gpus.note(f"skipped ({skipped})")
+        gpus.finish()
 
 
 if __name__ == "__main__":

@@ -83,12 +83,18 @@ def check_versions(client: Any) -> None:
 
 
 def _local_cluster() -> Any:
-    """A cluster on this host (made once): a one-thread compile worker per core, and a one-thread worker
-    with the resource GPU=1 per GPU (CUDA_VISIBLE_DEVICES set to it). Its scheduler retries a task whose
-    worker died once, elsewhere; a second death makes the task fail (KilledWorker)."""
+    """The "local" cluster (made once, on every visible GPU)."""
     global _local
-    if _local is not None and _local.status.name == "running":
-        return _local
+    if _local is None or _local.status.name != "running":
+        _local = local_cluster()
+    return _local
+
+
+def local_cluster(devices: list[int] | None = None, compile_workers: int | None = None) -> Any:
+    """A Dask cluster on this host: a one-thread compile worker per core (or `compile_workers`), and a
+    one-thread worker with the resource GPU=1 per GPU of `devices` (default: every visible one;
+    CUDA_VISIBLE_DEVICES set to it). Its scheduler retries a task whose worker died once, elsewhere; a
+    second death makes the task fail (KilledWorker). The caller closes it."""
     from distributed import Nanny, Scheduler, SpecCluster
 
     from tilebench.tuner.dispatch import resolve_devices
@@ -96,9 +102,9 @@ def _local_cluster() -> Any:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     common = {"nthreads": 1, "host": "127.0.0.1", "preload": [PRELOAD], "silence_logs": logging.WARNING}
     workers: dict[str, dict[str, Any]] = {
-        f"cpu-{i}": {"cls": Nanny, "options": common} for i in range(max(cores, 1))
+        f"cpu-{i}": {"cls": Nanny, "options": common} for i in range(max(compile_workers or cores, 1))
     }
-    for device in resolve_devices("all"):
+    for device in resolve_devices("all") if devices is None else devices:
         options = {**common, "resources": {"GPU": 1}, "env": {"CUDA_VISIBLE_DEVICES": str(device)}}
         workers[f"gpu-{device}"] = {"cls": Nanny, "options": options}
     dashboard = importlib.util.find_spec("bokeh") is not None
@@ -112,8 +118,7 @@ def _local_cluster() -> Any:
             "dashboard_address": ":0",
         },
     }
-    _local = SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARNING, name="tilebench")
-    return _local
+    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARNING, name="tilebench")
 
 
 def shutdown() -> None:

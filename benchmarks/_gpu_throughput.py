@@ -1,0 +1,134 @@
+"""Benchmark throughput across GPUs (scale.py's third part): configs measured per second on 1, 2 (, 4, ...)
+GPUs for benchmarks/tune.py's 1,296-config GEMM space, through local benchmark lanes and through a Dask
+LocalCluster with one GPU worker per card.
+
+A seeded sample of the space (constrained to fit on the chip) is compiled once, not timed, so that every
+timed run finds its kernels in the cache and the GPUs, not the compilers, set the pace. Each timed run
+measures the whole sample again (retune) with full timing for every config (no early stop, so each
+run does the same work); its rate counts the configs measured between the first record and the last,
+so the benchmark workers' start is not in it. Target: >= 1.8x the one-GPU rate on two GPUs.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_TWO_GPUS = 1.8
+
+
+def frozen(config: dict) -> tuple:
+    return tuple(sorted(config.items()))
+
+
+class Clock:
+    """A tuning observer: when each record arrived, and on which GPU."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.devices: list[int | None] = []
+        self.statuses: list[str] = []
+
+    def on_record(self, record) -> None:
+        self.times.append(time.monotonic())
+        self.devices.append(record.device)
+        self.statuses.append(record.status)
+
+    def rate(self) -> float | None:
+        """Configs per second between the first record and the last."""
+        if len(self.times) < 2 or self.times[-1] <= self.times[0]:
+            return None
+        return (len(self.times) - 1) / (self.times[-1] - self.times[0])
+
+
+def gpu_throughput(report, sample: int, seed: int = 0) -> None:
+    import torch
+    from distributed import Client
+    from tune import LARGE_SPACE, configs_of, fits_on_chip, matmul, reference
+
+    import tilebench as tb
+    from tilebench.cluster.client import local_cluster
+
+    gpus = torch.cuda.device_count()
+    counts = [n for n in (1, 2, 4, 8) if n <= gpus]
+    fitting = [c for c in configs_of(LARGE_SPACE) if fits_on_chip(c)]
+    chosen = {frozen(c) for c in random.Random(seed).sample(fitting, min(sample, len(fitting)))}
+    jit = tb.jit(out_idx=[-1])(matmul)
+    space = {k: tb.tune(v) for k, v in LARGE_SPACE.items()}
+    store = Path(tempfile.mkdtemp(prefix="tilebench-gpu-throughput-")) / "records.sqlite"
+
+    def tune(**options) -> tuple[Clock, float, object]:
+        clock = Clock()
+        started = time.monotonic()
+        result = jit.tune(
+            4096,
+            4096,
+            4096,
+            **space,
+            tune_options={
+                "ref": reference,
+                "progress": clock,
+                "strategy": "grid",
+                "constraint": lambda c: frozen(c) in chosen,
+                "early_stop": None,
+                "retune": True,
+                "store": store,
+                **options,
+            },
+        )
+        return clock, time.monotonic() - started, result
+
+    _, warm_s, _ = tune(devices=list(range(gpus)))
+    report.note(
+        f"{len(chosen)} configs sampled (seed {seed}) from {len(configs_of(LARGE_SPACE))} "
+        f"({len(fitting)} fit the chip); compiled and measured once first in {warm_s:.1f} s (not counted)"
+    )
+    one: dict[str, float] = {}
+    for count in counts:
+        devices = list(range(count))
+        for path in ("local", "dask"):
+            if path == "local":
+                clock, seconds, result = tune(devices=devices)
+                start_s = 0.0
+            else:
+                started = time.monotonic()
+                cluster = local_cluster(devices=devices)
+                client = Client(cluster, set_as_default=False)
+                start_s = time.monotonic() - started
+                try:
+                    clock, seconds, result = tune(cluster=client)
+                finally:
+                    client.close()
+                    cluster.close()
+            rate = clock.rate()
+            if count == 1 and rate:
+                one[path] = rate
+            measured_on = sorted({d for d in clock.devices if d is not None})
+            report.row(
+                path=path,
+                gpus=count,
+                configs=len(clock.times),
+                ok=clock.statuses.count("ok"),
+                seconds=seconds,
+                configs_per_s=rate,
+                vs_one_gpu=rate / one[path] if rate and path in one else None,
+                per_gpu=", ".join(f"{d}: {clock.devices.count(d)}" for d in measured_on),
+                note=f"cluster started in {start_s:.1f} s (not counted)" if path == "dask" else "",
+            )
+            print(f"scale: {path} on {count} GPU(s): {rate or 0:.2f} configs/s", flush=True)
+    for path in ("local", "dask"):
+        rows = [r for r in report.rows if r.get("path") == path and r.get("gpus") == 2]
+        if rows and rows[0]["vs_one_gpu"]:
+            ratio = rows[0]["vs_one_gpu"]
+            verdict = "meets" if ratio >= TARGET_TWO_GPUS else "MISSES"
+            report.note(
+                f"{path}: 2 GPUs measure {ratio:.2f}x the one-GPU rate ({verdict} the {TARGET_TWO_GPUS}x target)"
+            )
+    if gpus < 2:
+        report.note(f"only {gpus} GPU visible: the 2-GPU rows need a multi-GPU machine")
+    names = sorted({torch.cuda.get_device_name(d) for d in range(gpus)})
+    report.note(
+        f"GPUs: {gpus} x {' + '.join(names)}; {torch.cuda.get_device_properties(0).multi_processor_count} SMs each"
+    )
