@@ -1,5 +1,5 @@
 """Tuning across GPUs and on a Dask cluster, on the GPU machine: the cluster="local" path (a compile worker
-per core, one GPU worker) finds the local path's best config; devices=[0, 0] runs two benchmark workers on
+per core, a GPU worker per card) finds the local path's best config; devices=[0, 0] runs two benchmark workers on
 one card through the multi-GPU dispatch."""
 
 import pytest
@@ -62,12 +62,12 @@ def test_a_local_cluster_with_one_gpu_worker_finds_the_local_best(store):
         remote = tune(store, cluster="local")
     finally:
         shutdown()
-    name = torch.cuda.get_device_name(0)
     assert [r.status for r in local.records] == ["ok"] * 16, [r.message for r in local.records]
     assert [r.status for r in remote.records] == ["ok"] * 16, [r.message for r in remote.records]
-    assert {(r.gpu, r.device) for r in remote.records} == {(name, 0)}
+    gpus = torch.cuda.device_count()
+    assert all(r.gpu == torch.cuda.get_device_name(r.device) for r in remote.records)
     workers = {r.extra["worker"] for r in remote.records}
-    assert len(workers) == 1  # the one GPU worker measured every config
+    assert 1 <= len(workers) <= gpus  # a GPU worker per card measured the configs
     assert {r.extra["compiled_on"] for r in remote.records} - workers  # compiled on the compile workers
     assert remote.key == local.key  # same GPU, same key: the cluster's records resume local runs too
     # the same best config; timing noise may swap two configs within 2% of each other
