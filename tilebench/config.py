@@ -111,6 +111,18 @@ def _seed_target() -> str | dict | None:
     return raw
 
 
+DEVICE_COMPILERS = ("auto", "nvrtc", "nvcc")
+
+
+def _device_compiler() -> str:
+    value = os.environ.get("TILEBENCH_DEVICE_COMPILER", "auto").strip().lower() or "auto"
+    if value not in DEVICE_COMPILERS:
+        raise ValueError(
+            f"TILEBENCH_DEVICE_COMPILER must be one of {', '.join(DEVICE_COMPILERS)}, got {value!r}"
+        )
+    return value
+
+
 @dataclasses.dataclass
 class Settings:
     """What tilebench reads from the environment.
@@ -121,6 +133,8 @@ class Settings:
     target: TILELANG_TARGET or TILELANG_DEFAULT_TARGET; None means "the GPU here, else default_arch".
     execution_backend: TILELANG_EXECUTION_BACKEND (default "auto").
     verbose: TILELANG_VERBOSE.
+    device_compiler: TILEBENCH_DEVICE_COMPILER: "auto" (NVRTC where it applies, else nvcc), "nvrtc" or
+        "nvcc" (tilelang's own); see tilebench/compiler/nvrtc.py.
     """
 
     cache_dir: Path = dataclasses.field(default_factory=_default_cache_dir)
@@ -132,6 +146,7 @@ class Settings:
         default_factory=lambda: os.environ.get("TILELANG_EXECUTION_BACKEND", "auto")
     )
     verbose: bool = dataclasses.field(default_factory=lambda: _env_bool("TILELANG_VERBOSE"))
+    device_compiler: str = dataclasses.field(default_factory=lambda: _device_compiler())
 
     def reload(self) -> None:
         """Re-read every field from the environment."""

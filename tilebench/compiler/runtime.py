@@ -39,9 +39,12 @@ def tilelang() -> ModuleType:
     prepare_environment()
     import tilelang as tl
 
+    from tilebench.compiler import export, nvrtc
     from tilebench.compiler.cache import guard_disk_cache
 
     guard_disk_cache()
+    nvrtc.install()  # device code through NVRTC
+    export.install()  # kernel-cache saves without compiling the device binary as C
     # tilebench keeps one tilelang kernel per compile key by design; tilelang's hint to use
     # @tilelang.jit instead on every memory-cache hit is noise here.
     logging.getLogger("tilelang.cache.kernel_cache").addFilter(

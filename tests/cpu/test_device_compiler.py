@@ -1,0 +1,126 @@
+"""Device code through NVRTC (precompiled headers built in the background) with nvcc as the fallback, and
+kernel-cache saves that pull the device binary in through `.incbin`: real NVRTC, nvcc and g++ here."""
+
+import ctypes
+import threading
+import time
+
+import pytest
+import tilelang.language as T
+from tvm.target import Target
+
+import tilebench as tb
+from tilebench.compiler import export, nvrtc
+from tilebench.compiler.runtime import tilelang
+
+SM90 = Target({"kind": "cuda", "arch": "sm_90a"})
+
+
+def scale_source(factor: float, block: int = 128) -> str:
+    """The CUDA source tilelang generates for B = A * factor (codegen only, no device compile)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((4096,), "float32"), B: T.Tensor((4096,), "float32")):
+        with T.Kernel(4096 // block, threads=block) as bx:
+            for i in T.Parallel(block):
+                B[bx * block + i] = A[bx * block + i] * T.float32(factor)
+
+    kernel = tilelang().compile(main, target={"kind": "cuda", "arch": "sm_90a"})
+    return kernel.get_kernel_source()
+
+
+def wait_for_headers(cache: nvrtc.HeaderCache, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while any(t.name == "tilebench-pch" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_nvrtc_is_usable_with_the_installed_toolkit():
+    assert nvrtc.usable(), f"NVRTC {nvrtc.version()} (pip install cuda-bindings nvidia-cuda-nvrtc)"
+
+
+def test_nvrtc_compiles_a_tilelang_kernel_to_a_cubin_with_its_symbol():
+    source = scale_source(2.0)
+    options = nvrtc.nvrtc_options("90a", {})
+    cubin, created = nvrtc.compile_cubin(nvrtc.nvrtc_source(source), options)
+    assert cubin[:4] == b"\x7fELF" and b"main_kernel" in cubin and not created
+
+
+def test_the_second_kernel_with_the_same_includes_uses_the_precompiled_header(tmp_path):
+    calls = []
+
+    def recording(source, options):
+        cubin, created = nvrtc.compile_cubin(source, options)
+        calls.append(("-pch" in options, created, threading.current_thread().name))
+        return cubin, created
+
+    with tb.settings.scope(TILEBENCH_CACHE_DIR=str(tmp_path)):
+        cache = nvrtc.HeaderCache(recording)
+        options = nvrtc.nvrtc_options("90a", {})
+        first = cache.compile(nvrtc.nvrtc_source(scale_source(2.0)), options)
+        wait_for_headers(cache)
+        second = cache.compile(nvrtc.nvrtc_source(scale_source(3.0)), options)
+    assert first[:4] == second[:4] == b"\x7fELF" and first != second
+    assert calls[0] == (False, False, "MainThread")  # a new include set: compiled without a PCH
+    assert calls[1] == (True, True, "tilebench-pch")  # then the PCH, in the background
+    assert calls[2] == (True, False, "MainThread")  # the next kernel uses it
+    assert len(cache.ready) == 1
+
+
+def test_a_source_nvrtc_refuses_falls_back_to_nvcc_or_raises_when_nvrtc_is_required():
+    broken = scale_source(2.0).replace('extern "C" __global__', 'extern "C" __global__ not_a_type', 1)
+    with (
+        tb.settings.scope(TILEBENCH_DEVICE_COMPILER="nvrtc"),
+        pytest.raises(nvrtc.NvrtcError, match="not_a_type"),
+    ):
+        nvrtc.device_compile(broken, SM90, {})
+    with pytest.raises(Exception, match="(?i)nvcc|compil") as caught:  # auto: nvcc's own error
+        nvrtc.device_compile(broken, SM90, {})
+    assert not isinstance(caught.value, nvrtc.NvrtcError)
+
+
+def test_nvcc_and_nvrtc_each_build_a_loadable_kernel(tmp_path):
+    for compiler, size in (
+        ("nvcc", 4096),
+        ("nvrtc", 8192),
+    ):  # two kernels: tilelang's memory cache ignores compilers
+        with tb.settings.scope(
+            TILEBENCH_CACHE_DIR=str(tmp_path / compiler), TILEBENCH_DEVICE_COMPILER=compiler
+        ):
+
+            @tb.jit(out_idx=[-1])
+            def double(N):
+                @T.prim_func
+                def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+                    with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
+                        for i in T.Parallel(128):
+                            B[bx * 128 + i] = A[bx * 128 + i] * 2
+
+                return main
+
+            assert "main_kernel" in double(size).cuda_source
+            assert tb.cache_info()["disk_kernels"] == 1
+
+
+def test_a_bad_device_compiler_setting_names_the_variable():
+    message = "TILEBENCH_DEVICE_COMPILER must be one of auto, nvrtc, nvcc"
+    with pytest.raises(ValueError, match=message), tb.settings.scope(TILEBENCH_DEVICE_COMPILER="clang"):
+        pass
+
+
+def test_the_packed_device_binary_is_the_same_bytes_in_the_shared_library(tmp_path):
+    blob = bytes(range(256)) * 40 + b"tail"
+    hex_bytes = ",".join(f"0x{b:02x}" for b in blob)
+    text = f"const unsigned char __tvm_ffi__library_bin[{len(blob)}] = {{\n  {hex_bytes}\n}};\n"
+    assert export.blob_of(text) == ("__tvm_ffi__library_bin", blob)
+    assert export.blob_of(text.replace(f"[{len(blob)}]", "[7]")) is None  # a size that disagrees
+    (tmp_path / "devc.bin").write_bytes(blob)
+    (tmp_path / "devc.s").write_text(
+        export.assembly("__tvm_ffi__library_bin", str(tmp_path / "devc.bin"), len(blob))
+    )
+    from tvm.contrib import cc
+
+    library = tmp_path / "lib.so"
+    cc.create_shared(str(library), [str(tmp_path / "devc.s")])
+    symbol = (ctypes.c_ubyte * len(blob)).in_dll(ctypes.CDLL(str(library)), "__tvm_ffi__library_bin")
+    assert bytes(symbol) == blob
