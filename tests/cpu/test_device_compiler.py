@@ -2,8 +2,6 @@
 kernel-cache saves that pull the device binary in through `.incbin`: real NVRTC, nvcc and g++ here."""
 
 import ctypes
-import threading
-import time
 
 import pytest
 import tilelang.language as T
@@ -14,6 +12,7 @@ from tilebench.compiler import export, nvrtc
 from tilebench.compiler.runtime import tilelang
 
 SM90 = Target({"kind": "cuda", "arch": "sm_90a"})
+OTHER_HEAD = "#define TILEBENCH_TEST_INCLUDES 1\n"  # another first line: another include set
 
 
 def scale_source(factor: float, block: int = 128) -> str:
@@ -29,12 +28,6 @@ def scale_source(factor: float, block: int = 128) -> str:
     return kernel.get_kernel_source()
 
 
-def wait_for_headers(cache: nvrtc.HeaderCache, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while any(t.name == "tilebench-pch" for t in threading.enumerate()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
 def test_nvrtc_is_usable_with_the_installed_toolkit():
     assert nvrtc.usable(), f"NVRTC {nvrtc.version()} (pip install cuda-bindings nvidia-cuda-nvrtc)"
 
@@ -46,25 +39,60 @@ def test_nvrtc_compiles_a_tilelang_kernel_to_a_cubin_with_its_symbol():
     assert cubin[:4] == b"\x7fELF" and b"main_kernel" in cubin and not created
 
 
-def test_the_second_kernel_with_the_same_includes_uses_the_precompiled_header(tmp_path):
+def test_the_second_kernel_with_the_same_includes_makes_a_precompiled_header_the_third_uses(tmp_path):
     calls = []
 
     def recording(source, options):
         cubin, created = nvrtc.compile_cubin(source, options)
-        calls.append(("-pch" in options, created, threading.current_thread().name))
+        calls.append(("-pch" in options, created))
         return cubin, created
 
     with tb.settings.scope(TILEBENCH_CACHE_DIR=str(tmp_path)):
         cache = nvrtc.HeaderCache(recording)
         options = nvrtc.nvrtc_options("90a", {})
-        first = cache.compile(nvrtc.nvrtc_source(scale_source(2.0)), options)
-        wait_for_headers(cache)
-        second = cache.compile(nvrtc.nvrtc_source(scale_source(3.0)), options)
-    assert first[:4] == second[:4] == b"\x7fELF" and first != second
-    assert calls[0] == (False, False, "MainThread")  # a new include set: compiled without a PCH
-    assert calls[1] == (True, True, "tilebench-pch")  # then the PCH, in the background
-    assert calls[2] == (True, False, "MainThread")  # the next kernel uses it
-    assert len(cache.ready) == 1
+        cubins = [cache.compile(nvrtc.nvrtc_source(scale_source(f)), options) for f in (2.0, 3.0, 4.0)]
+        assert len(list(cache.folder().glob("*/*.pch"))) == 1  # this process's PCH, in tilebench's cache
+        other = OTHER_HEAD + scale_source(5.0)
+        cache.compile(nvrtc.nvrtc_source(other), options, more_coming=True)
+    assert all(c[:4] == b"\x7fELF" for c in cubins) and len(set(cubins)) == 3
+    assert calls == [(False, False), (True, True), (True, False), (True, True)], calls
+    assert len(cache.ready) == 2
+
+
+def test_the_pool_tells_a_worker_with_more_jobs_coming_to_make_the_precompiled_header(tmp_path):
+    from tilebench.compiler.pool import CompilePool, CompileRequest
+    from tilebench.compiler.runtime import prepare_environment
+
+    kwargs = {"target": {"kind": "cuda", "arch": "sm_90a"}}
+
+    @T.prim_func
+    def scale(A: T.Tensor((4096,), "float32"), B: T.Tensor((4096,), "float32")):
+        with T.Kernel(32, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
+
+    @T.prim_func
+    def gemm(
+        A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float")
+    ):
+        with T.Kernel(1, threads=128):
+            A_s, B_s = T.alloc_shared((64, 64), "float16"), T.alloc_shared((64, 64), "float16")
+            C_l = T.alloc_fragment((64, 64), "float")
+            T.clear(C_l)
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C)
+
+    requests = [CompileRequest.from_func(f, kwargs) for f in (scale, gemm)]  # two different include sets
+    with tb.settings.scope(TILEBENCH_CACHE_DIR=str(tmp_path)):
+        prepare_environment()
+        with CompilePool(num_workers=1) as pool:
+            assert [o.status for o in pool.submit_many(requests)] == ["ok", "ok"]
+            # the second job was queued for the only worker: the first made a PCH; the last made none
+            (made,) = list(nvrtc.HeaderCache.folder().glob("*/*.pch"))
+            assert made.parent.name == str(pool.pids[0])
+    prepare_environment()
 
 
 def test_a_source_nvrtc_refuses_falls_back_to_nvcc_or_raises_when_nvrtc_is_required():

@@ -2,10 +2,10 @@
 
 Nearly all of a TileLang kernel's device compile is parsing the CUDA/CuTe headers its source includes. On a
 4096^3 fp16 wgmma GEMM (2-core CPU): nvcc 2.9 s (0.5 s gcc preprocessing, 2.3 s cicc, 0.1 s ptxas); NVRTC
-1.2-1.4 s; NVRTC with a precompiled header (PCH) of the same #include lines 0.35-0.5 s, but creating that
-PCH makes a compile 2.5-4 s. NVRTC keeps its automatic PCHs per process, so each compile worker compiles
-a new set of includes without one, then builds the PCH in a background thread at low priority, and uses
-it for the next kernels with the same includes (the configs of a tuning space share theirs).
+1.7-2 s; NVRTC with a precompiled header (PCH) of the same #include lines 0.35-0.5 s, but creating that
+PCH makes a compile 2.5-4 s. NVRTC keeps its automatic PCHs per process: a compile worker that will compile
+more kernels creates one with its first and reuses it for the next kernels with the same includes (the
+configs of a tuning space share theirs); see HeaderCache.
 
 tilelang's own callback (nvcc) stays the fallback: TILEBENCH_DEVICE_COMPILER=nvcc, no NVRTC library, an
 NVRTC whose CUDA major differs from the toolkit's, a fatbin target (several codes), nvcc flags in
@@ -22,7 +22,7 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,23 +113,28 @@ def compile_cubin(source: str, options: list[str]) -> tuple[bytes, bool]:
 
 
 class HeaderCache:
-    """Which include sets this process has a PCH for; builds missing ones in the background.
+    """Which include sets this process has a PCH for, and when to make one.
 
-    NVRTC writes each PCH (about 250 MB for tilelang's CUDA templates) into `folder()/<pid>` and deletes it
-    when the process exits; folders of processes that were killed are removed by the next one. At most
-    MAX_HEADERS PCHs a process."""
+    Creating a PCH makes that compile about 1.5 s slower and saves about 1.5 s on every later kernel with the
+    same includes in this process, so it is created by the second kernel with those includes, or by the
+    first when more compiles are surely coming here (`more_coming()`: the compile pool says so when its
+    queue outlasts its idle workers). NVRTC runs one
+    compile at a time per process, so the PCH is never built in the background: it would hold up the next
+    compile. NVRTC writes each PCH (about 250 MB for tilelang's CUDA templates) into `folder()/<pid>` and
+    deletes it when the process exits; folders of processes that were killed are removed by the next one.
+    At most MAX_HEADERS PCHs a process."""
 
     MAX_HEADERS = 2
 
     def __init__(self, compile: Callable[[str, list[str]], tuple[bytes, bool]] = compile_cubin) -> None:
         self._compile = compile
-        self._lock = threading.Lock()  # one PCH compile at a time: they share NVRTC's PCH heap
         self._reset()
 
     def _reset(self) -> None:
         self.pid = os.getpid()  # a forked child starts without its parent's PCHs
-        self.ready: set[str] = set()
-        self.tried: set[str] = set()  # building, built, or NVRTC would not keep one
+        self.seen: set[str] = set()  # include sets compiled here
+        self.ready: set[str] = set()  # ... with a PCH
+        self.tried: set[str] = set()  # ... that made one, or NVRTC would not keep it
         self._dir: Path | None = None
 
     @staticmethod
@@ -150,28 +155,36 @@ class HeaderCache:
             atexit.register(shutil.rmtree, self._dir, True)
         return ["-pch", f"--pch-dir={self._dir}"]
 
-    def compile(self, source: str, options: list[str]) -> bytes:
+    def compile(self, source: str, options: list[str], more_coming: bool = False) -> bytes:
+        """The cubin; through this process's PCH of the source's includes when there is one, creating it
+        when `more_coming` and there is room."""
         if self.pid != os.getpid():
             self._reset()
         key = header_key(source)
-        if key in self.ready and self._lock.acquire(blocking=False):
-            try:
-                return self._compile(source, [*options, *self._pch_options()])[0]
-            finally:
-                self._lock.release()
-        cubin = self._compile(source, options)[0]
-        if key not in self.tried and len(self.tried) < self.MAX_HEADERS:
-            self.tried.add(key)
-            # not a daemon: exiting mid-compile would crash inside NVRTC; exit waits for it instead (< 5 s)
-            threading.Thread(target=self._build, args=(key, source, options), name="tilebench-pch").start()
+        if key in self.ready:
+            return self._compile(source, [*options, *self._pch_options()])[0]
+        if not (more_coming or key in self.seen) or key in self.tried or len(self.tried) >= self.MAX_HEADERS:
+            self.seen.add(key)
+            return self._compile(source, options)[0]
+        self.tried.add(key)
+        cubin, created = self._compile(source, [*options, *self._pch_options()])
+        if created:
+            self.ready.add(key)
         return cubin
 
-    def _build(self, key: str, source: str, options: list[str]) -> None:
-        with contextlib.suppress(OSError, AttributeError):  # this thread only (Linux): it yields to compiles
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        with self._lock, contextlib.suppress(NvrtcError, OSError):
-            if self._compile(source, [*options, *self._pch_options()])[1]:
-                self.ready.add(key)
+
+_more_coming = threading.local()
+
+
+@contextlib.contextmanager
+def more_coming(expected: bool) -> Iterator[None]:
+    """Within the block, compiles in this thread expect more kernels to follow in this process."""
+    saved = getattr(_more_coming, "value", False)
+    _more_coming.value = expected
+    try:
+        yield
+    finally:
+        _more_coming.value = saved
 
 
 def _alive(pid: int) -> bool:
@@ -255,7 +268,7 @@ def device_compile(code: str, target: Any, pass_config: dict | None = None) -> b
     if cached is not None:
         return bytearray(cached)
     try:
-        cubin = _headers.compile(nvrtc_source(code), options)
+        cubin = _headers.compile(nvrtc_source(code), options, getattr(_more_coming, "value", False))
     except NvrtcError:
         if settings.device_compiler == "nvrtc":
             raise

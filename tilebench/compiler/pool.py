@@ -54,6 +54,7 @@ class CompileRequest:
     tir_json: str
     kwargs: dict[str, Any]
     label: str = ""
+    more_coming: bool = False  # set by the pool: this worker will compile more after this one
 
     @classmethod
     def from_func(cls, func: PrimFunc, kwargs: dict[str, Any], label: str = "") -> CompileRequest:
@@ -69,9 +70,12 @@ class CompileRequest:
         tl = tilelang()
         import tvm
 
+        from tilebench.compiler import nvrtc
+
         try:
             # deepcopy: a disk-cache load rewrites out_idx in place ([-1] -> [2]), changing later cache keys.
-            tl.compile(tvm.ir.load_json(self.tir_json), **copy.deepcopy(self.kwargs))
+            with nvrtc.more_coming(self.more_coming):
+                tl.compile(tvm.ir.load_json(self.tir_json), **copy.deepcopy(self.kwargs))
         except Exception as exc:  # any compiler failure is data for the caller
             return "compile_error", readable_error(exc)
         return "ok", ""
@@ -249,13 +253,16 @@ class CompilePool:
         wanted = min(self.num_workers, len(pending) + sum(1 for w in self._workers if w.job))
         while len(self._workers) < wanted:
             self._workers.append(_Worker(self._ctx, self._cache_dir))
-        for worker in [w for w in self._workers if w.ready and not w.job]:
+        idle = [w for w in self._workers if w.ready and not w.job]
+        for place, worker in enumerate(idle):
             if not pending:
                 break
             if not worker.process.is_alive():  # died while idle
                 self._retire(worker)
                 continue
             index, request = pending.popleft()
+            # more than the idle workers after this one will take: this worker gets another job
+            request = dataclasses.replace(request, more_coming=len(pending) > len(idle) - place - 1)
             try:
                 worker.send(index, request, limit)
             except (BrokenPipeError, ConnectionError):
