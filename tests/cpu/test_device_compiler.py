@@ -92,6 +92,11 @@ def test_the_pool_tells_a_worker_with_more_jobs_coming_to_make_the_precompiled_h
             # the second job was queued for the only worker: the first made a PCH; the last made none
             (made,) = list(nvrtc.HeaderCache.folder().glob("*/*.pch"))
             assert made.parent.name == str(pool.pids[0])
+    with tb.settings.scope(TILEBENCH_CACHE_DIR=str(tmp_path / "two")):
+        prepare_environment()
+        with CompilePool(num_workers=2) as pool:  # a job each, even for the worker that starts first
+            assert [o.status for o in pool.submit_many(requests)] == ["ok", "ok"]
+            assert not list(nvrtc.HeaderCache.folder().glob("*/*.pch"))
     prepare_environment()
 
 

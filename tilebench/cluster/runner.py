@@ -11,6 +11,7 @@ is recorded ``crash`` naming the last worker. The scheduler gone: ``ClusterLost`
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import uuid
@@ -94,9 +95,11 @@ class ClusterExecutor:
         in_flight = sum(1 for kind, _, _ in pending.values() if kind == "compile")
         while queued and in_flight < self.compile_slots:
             candidate = queued.popleft()
+            # as many still queued as there are compile threads: whoever compiles this compiles another
+            request = dataclasses.replace(candidate.request, more_coming=len(queued) >= self.compile_slots)
             future = self._submit(
                 compile_task,
-                candidate.request,
+                request,
                 self.compile_timeout_s,
                 key=_key("compile", candidate),
                 pure=False,

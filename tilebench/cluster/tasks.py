@@ -67,8 +67,11 @@ class EntryRequest(CompileRequest):
         tl = tilelang()
         import tvm
 
+        from tilebench.compiler import nvrtc
+
         try:
-            kernel = tl.compile(tvm.ir.load_json(self.tir_json), **copy.deepcopy(self.kwargs))
+            with nvrtc.more_coming(self.more_coming):
+                kernel = tl.compile(tvm.ir.load_json(self.tir_json), **copy.deepcopy(self.kwargs))
         except Exception as exc:  # any compiler failure is data for the caller
             return "compile_error", readable_error(exc)
         folder = entry_folder(kernel)
@@ -148,7 +151,7 @@ def compile_task(request: CompileRequest, timeout_s: float) -> CompileResult:
     pool = getattr(_pools, "pool", None)
     if pool is None:
         pool = _pools.pool = CompilePool(num_workers=1)
-    entry_request = EntryRequest(request.tir_json, request.kwargs, request.label)
+    entry_request = EntryRequest(request.tir_json, request.kwargs, request.label, request.more_coming)
     (outcome,) = list(pool.submit_many([entry_request], timeout=timeout_s))
     if outcome.status != "ok":
         return CompileResult(outcome.status, outcome.message, outcome.seconds, worker_address())

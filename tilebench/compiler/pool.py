@@ -254,6 +254,7 @@ class CompilePool:
         while len(self._workers) < wanted:
             self._workers.append(_Worker(self._ctx, self._cache_dir))
         idle = [w for w in self._workers if w.ready and not w.job]
+        free = sum(1 for w in self._workers if not w.job)  # idle or still starting: each takes a job soon
         for place, worker in enumerate(idle):
             if not pending:
                 break
@@ -261,8 +262,9 @@ class CompilePool:
                 self._retire(worker)
                 continue
             index, request = pending.popleft()
-            # more than the idle workers after this one will take: this worker gets another job
-            request = dataclasses.replace(request, more_coming=len(pending) > len(idle) - place - 1)
+            # more jobs queued than the other free workers will take: this one gets another
+            more = request.more_coming or len(pending) > free - place - 1  # or the caller knows more come
+            request = dataclasses.replace(request, more_coming=more)
             try:
                 worker.send(index, request, limit)
             except (BrokenPipeError, ConnectionError):
