@@ -282,6 +282,17 @@ def test_launch_starts_the_worker_ahead_of_the_first_job():
         assert result.status == "ok" and result.message.split()[0] == str(pid)  # the launched process ran it
 
 
+def test_wait_ready_returns_once_the_worker_took_its_start_and_the_next_job_finds_it_ready():
+    with BenchmarkWorker(warm=True) as worker:  # warm: tilelang imported before "ready"
+        worker.launch()
+        assert worker.wait_ready()
+        pid = worker.pid
+        started = time.monotonic()
+        result = worker.run(Whoami(), timeout=60)
+        assert time.monotonic() - started < 2  # no import left for the job to wait on
+        assert result.status == "ok" and result.message.split()[0] == str(pid)
+
+
 UNGUARDED_SCRIPT = """
 from tilebench.measure.job import BenchResult
 from tilebench.measure.worker import BenchmarkWorker

@@ -139,9 +139,10 @@ class HeaderCache:
 
     @staticmethod
     def folder() -> Path:
-        from tilebench.config import settings
+        """Beside the tilelang cache this process compiles into (a compile worker's is the pool's)."""
+        from tilebench.compiler.runtime import tilelang_cache_dir
 
-        return settings.cache_dir / "nvrtc-pch"
+        return Path(os.environ.get("TILELANG_CACHE_DIR") or tilelang_cache_dir()).parent / "nvrtc-pch"
 
     def _pch_options(self) -> list[str]:
         if self._dir is None:

@@ -37,3 +37,16 @@ def start() -> None:
         from multiprocessing import forkserver
 
         forkserver.ensure_running()
+
+
+def wait_ready() -> None:
+    """Return once the server has loaded tilelang (a no-op child forked from it has run)."""
+    if forks_workers():
+        start()
+        child = context().Process(target=_nothing, name="tilebench-compile-probe")
+        child.start()
+        child.join()
+
+
+def _nothing() -> None:
+    """The probe child's work."""

@@ -118,6 +118,11 @@ class BenchmarkWorker:
                 self._kill()
                 self._spawn()
 
+    def wait_ready(self) -> bool:
+        """Start the worker if needed and wait until it is ready for jobs; False when it cannot start."""
+        with self._lock:
+            return self._start() is None
+
     def close(self) -> None:
         """Stop the worker (a later ``run`` starts a fresh one)."""
         self._kill()

@@ -10,17 +10,24 @@ def gpu_present() -> bool:
     return bool(glob.glob("/dev/nvidia[0-9]*"))
 
 
-def warm_up(device: int = 0) -> None:
+def warm_up(device: int = 0, wait: bool = False) -> bool:
     """Start the compile server and, on a GPU machine, the benchmark worker, in the background.
 
     Each needs 6-9 s to import torch and tilelang; started early (`%load_ext tilebench` does it on a GPU
     machine) they are ready when the first tune begins. Call it from the main thread: a worker dies with
-    the thread that started it.
+    the thread that started it. `wait=True` returns once both are ready (False: the benchmark worker
+    could not start; its first job says why).
     """
     from tilebench.compiler import server
 
     server.start()
+    worker = None
     if gpu_present():
         from tilebench.measure.worker import shared_worker
 
-        shared_worker(device).launch()
+        worker = shared_worker(device)
+        worker.launch()
+    if not wait:
+        return True
+    server.wait_ready()
+    return worker is None or worker.wait_ready()
