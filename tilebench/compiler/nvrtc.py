@@ -118,9 +118,8 @@ class HeaderCache:
     Creating a PCH makes that compile about 1.5 s slower and saves about 1.5 s on every later kernel with the
     same includes in this process, so it is created by the second kernel with those includes, or by the
     first when more compiles are surely coming here (`more_coming()`: the compile pool says so when its
-    queue outlasts its idle workers). NVRTC runs one
-    compile at a time per process, so the PCH is never built in the background: it would hold up the next
-    compile. NVRTC writes each PCH (about 250 MB for tilelang's CUDA templates) into `folder()/<pid>` and
+    queue outlasts its idle workers). NVRTC runs one compile at a time per process, so the PCH is never
+    built in the background: it would hold up the next compile. NVRTC writes each PCH (about 250 MB for tilelang's CUDA templates) into `folder()/<pid>` and
     deletes it when the process exits; folders of processes that were killed are removed by the next one.
     At most MAX_HEADERS PCHs a process."""
 
@@ -158,7 +157,7 @@ class HeaderCache:
 
     def compile(self, source: str, options: list[str], more_coming: bool = False) -> bytes:
         """The cubin; through this process's PCH of the source's includes when there is one, creating it
-        when `more_coming` and there is room."""
+        (room allowing) when these includes were compiled here before or `more_coming`."""
         if self.pid != os.getpid():
             self._reset()
         key = header_key(source)
