@@ -119,9 +119,9 @@ class HeaderCache:
     same includes in this process, so it is created by the second kernel with those includes, or by the
     first when more compiles are surely coming here (`more_coming()`: the compile pool says so when its
     queue outlasts its idle workers). NVRTC runs one compile at a time per process, so the PCH is never
-    built in the background: it would hold up the next compile. NVRTC writes each PCH (about 250 MB for tilelang's CUDA templates) into `folder()/<pid>` and
-    deletes it when the process exits; folders of processes that were killed are removed by the next one.
-    At most MAX_HEADERS PCHs a process."""
+    built in the background: it would hold up the next compile. NVRTC writes each PCH (about 250 MB for
+    tilelang's CUDA templates) into `folder()/<pid>` and deletes it when the process exits; folders of
+    processes that were killed are removed by the next one. At most MAX_HEADERS PCHs a process."""
 
     MAX_HEADERS = 2
 
