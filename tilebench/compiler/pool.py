@@ -54,7 +54,7 @@ class CompileRequest:
     tir_json: str
     kwargs: dict[str, Any]
     label: str = ""
-    more_coming: bool = False  # set by the pool: this worker will compile more after this one
+    more_coming: bool = False  # this worker will compile more after this one (set by the pool or caller)
 
     @classmethod
     def from_func(cls, func: PrimFunc, kwargs: dict[str, Any], label: str = "") -> CompileRequest:
