@@ -163,3 +163,68 @@ def test_the_packed_device_binary_is_the_same_bytes_in_the_shared_library(tmp_pa
     cc.create_shared(str(library), [str(tmp_path / "devc.s")])
     symbol = (ctypes.c_ubyte * len(blob)).in_dll(ctypes.CDLL(str(library)), "__tvm_ffi__library_bin")
     assert bytes(symbol) == blob
+
+
+PREBUILD_SCRIPT = '''
+import json
+import sys
+import tilelang.language as T
+
+import tilebench as tb
+from tilebench.compiler import nvrtc
+from tilebench.compiler.pool import CompilePool, CompileRequest
+
+
+class CompileAndCount(CompileRequest):
+    """Compiles, then answers how many compiles in the worker went through an inherited PCH."""
+
+    def __call__(self):
+        status, message = super().__call__()
+        return status, message or json.dumps(nvrtc._headers.inherited_uses)
+
+
+def scale(factor):
+    @T.prim_func
+    def main(A: T.Tensor((4096,), "float32"), B: T.Tensor((4096,), "float32")):
+        with T.Kernel(32, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * T.float32(factor)
+
+    return main
+
+
+if __name__ == "__main__":
+    tb.warm_up(wait=True)
+    request = CompileRequest.from_func(scale(float(sys.argv[1])), {"target": {"kind": "cuda", "arch": "sm_90a"}})
+    with CompilePool(num_workers=1) as pool:
+        (outcome,) = pool.submit_many([CompileAndCount(request.tir_json, request.kwargs)])
+        made = list(nvrtc.HeaderCache.folder().glob("*/*.pch"))  # while the server lives: they go with it
+        print(json.dumps({"status": outcome.status, "uses": outcome.message, "made": len(made)}))
+'''
+
+
+def test_the_compile_server_precompiles_the_last_include_set_for_the_workers_it_forks(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "compile_one.py"
+    script.write_text(PREBUILD_SCRIPT)
+    folder = tmp_path / "cache" / "nvrtc-pch"
+
+    def compile_in_new_process(factor: float, prebuild: str = "1") -> tuple[int, int]:
+        """(compiles through an inherited PCH, PCHs there were) for one compile in a new process."""
+        env = {**os.environ, "TILEBENCH_CACHE_DIR": str(tmp_path / "cache")}
+        env.update(TILEBENCH_PREBUILD_HEADERS=prebuild, TILEBENCH_DEVICE_COMPILER="auto")
+        command = [sys.executable, str(script), str(factor)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        assert done.returncode == 0 and done.stdout, done.stdout + done.stderr[-3000:]
+        result = json.loads(done.stdout.splitlines()[-1])
+        assert result["status"] == "ok", result
+        return int(result["uses"]), result["made"]
+
+    assert compile_in_new_process(2.0) == (0, 0)  # the first compile with this cache: nothing to prebuild
+    assert (folder / nvrtc.RECENT_FILE).is_file()
+    assert compile_in_new_process(3.0, prebuild="0") == (0, 0)
+    assert compile_in_new_process(4.0) == (1, 1)  # the server's PCH, used by the worker it forked
+    assert not list(folder.glob("*/*.pch"))  # removed when the server exited

@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 CALLBACK = "tilelang_callback_cuda_compile"  # the name tilelang's CUDA codegen calls
+RECENT_FILE = "recent-includes.json"  # the include set and options compiled last with this cache
+PROBE_KERNEL = '\nextern "C" __global__ void tilebench_pch_probe() {}\n'  # compiled to make a PCH
 _DIRECTIVE = re.compile(r"\s*(#.*)?$")  # blank or preprocessor lines: what a PCH can cover
 _CREATED_PCH = 0  # NVRTC_SUCCESS from nvrtcGetPCHCreateStatus
 
@@ -72,14 +75,19 @@ def usable() -> bool:
         return False
 
 
-def header_key(source: str) -> str:
-    """A hash of the source's leading preprocessor lines: the part an automatic PCH covers."""
+def source_head(source: str) -> str:
+    """The source's leading preprocessor lines: the part an automatic PCH covers."""
     head = []
     for line in source.splitlines():
         if not _DIRECTIVE.match(line):
             break
         head.append(line)
-    return hashlib.sha256("\n".join(head).encode()).hexdigest()[:16]
+    return "\n".join(head).rstrip()  # trailing blank lines: the same head
+
+
+def header_key(source: str, options: list[str]) -> str:
+    """A hash of the source's head and the compile options: a PCH serves only the same pair."""
+    return hashlib.sha256("\n".join([source_head(source), *options]).encode()).hexdigest()[:16]
 
 
 def _check(result: Any, what: str) -> Any:
@@ -127,14 +135,20 @@ class HeaderCache:
 
     def __init__(self, compile: Callable[[str, list[str]], tuple[bytes, bool]] = compile_cubin) -> None:
         self._compile = compile
+        self.inherited: dict[str, Path] = {}  # include sets with a PCH made by an ancestor -> its folder
+        self.ready: set[str] = set()
+        self._dir: Path | None = None
         self._reset()
 
     def _reset(self) -> None:
-        self.pid = os.getpid()  # a forked child starts without its parent's PCHs
+        if self._dir is not None:  # a forked child: NVRTC's state, its parent's PCHs among it, came along
+            self.inherited.update(dict.fromkeys(self.ready, self._dir))
+        self.pid = os.getpid()
         self.seen: set[str] = set()  # include sets compiled here
-        self.ready: set[str] = set()  # ... with a PCH
+        self.ready = set()  # ... with a PCH this process made
         self.tried: set[str] = set()  # ... that made one, or NVRTC would not keep it
-        self._dir: Path | None = None
+        self.inherited_uses = 0  # compiles here through a PCH an ancestor made
+        self._dir = None
 
     @staticmethod
     def folder() -> Path:
@@ -160,7 +174,11 @@ class HeaderCache:
         (room allowing) when these includes were compiled here before or `more_coming`."""
         if self.pid != os.getpid():
             self._reset()
-        key = header_key(source)
+        key = header_key(source, options)
+        if key in self.inherited:  # with -pch NVRTC uses that PCH, or else makes another
+            cubin, created = self._compile(source, [*options, "-pch", f"--pch-dir={self.inherited[key]}"])
+            self.inherited_uses += not created
+            return cubin
         if key in self.ready:
             return self._compile(source, [*options, *self._pch_options()])[0]
         if not (more_coming or key in self.seen) or key in self.tried or len(self.tried) >= self.MAX_HEADERS:
@@ -171,6 +189,23 @@ class HeaderCache:
         if created:
             self.ready.add(key)
         return cubin
+
+    def prebuild(self, head: str, options: list[str]) -> bool:
+        """Make the PCH of `head` (preprocessor lines) for `options` now, compiling an empty kernel; True
+        when NVRTC made it. The compile server calls this before it forks workers."""
+        if self.pid != os.getpid():
+            self._reset()
+        key = header_key(head, options)
+        if key in self.ready or key in self.inherited:
+            return True
+        self.tried.add(key)
+        try:
+            created = self._compile(head + PROBE_KERNEL, [*options, *self._pch_options()])[1]
+        except NvrtcError:
+            return False
+        if created:
+            self.ready.add(key)
+        return created
 
 
 _more_coming = threading.local()
@@ -198,6 +233,44 @@ def _alive(pid: int) -> bool:
 
 
 _headers = HeaderCache()
+_remembered: tuple[int, str] | None = None  # (pid, key) of the include set this process last wrote down
+
+
+def remember(source: str, options: list[str]) -> None:
+    """Write down the include set and options just compiled (RECENT_FILE beside the PCHs), for the next
+    compile server's `prebuild`; once per include set and process."""
+    global _remembered
+    key = header_key(source, options)
+    if _remembered == (os.getpid(), key):
+        return
+    from tilebench.config import make_private_dir, write_private_file
+
+    with contextlib.suppress(OSError):  # a cache folder that cannot be written only loses the prebuild
+        folder = make_private_dir(HeaderCache.folder())
+        write_private_file(
+            folder / RECENT_FILE, json.dumps({"head": source_head(source), "options": options})
+        )
+        _remembered = (os.getpid(), key)
+
+
+def prebuild() -> bool:
+    """In the compile server, before it forks: a PCH of the include set compiled most recently with this
+    cache (RECENT_FILE), so that every compile worker forked from it starts with that PCH. Off with
+    TILEBENCH_PREBUILD_HEADERS=0; False when there is nothing to build or NVRTC made no PCH."""
+    from tilebench.config import settings
+
+    if not settings.prebuild_headers or settings.device_compiler == "nvcc" or not usable():
+        return False
+    try:
+        recent = json.loads((HeaderCache.folder() / RECENT_FILE).read_text())
+        head, options = recent["head"], recent["options"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if not isinstance(head, str) or not (
+        isinstance(options, list) and all(isinstance(o, str) for o in options)
+    ):
+        return False
+    return _headers.prebuild(head, options)
 
 
 def nvrtc_options(target_arch: str, pass_config: dict) -> list[str]:
@@ -267,12 +340,14 @@ def device_compile(code: str, target: Any, pass_config: dict | None = None) -> b
     cached = CUDABinaryCache.load(key, "cubin")
     if cached is not None:
         return bytearray(cached)
+    source = nvrtc_source(code)
     try:
-        cubin = _headers.compile(nvrtc_source(code), options, getattr(_more_coming, "value", False))
+        cubin = _headers.compile(source, options, getattr(_more_coming, "value", False))
     except NvrtcError:
         if settings.device_compiler == "nvrtc":
             raise
         return tilelang_callback_cuda_compile(code, target, pass_config)  # nvcc's own error, if any
+    remember(source, options)
     CUDABinaryCache.save(key, "cubin", cubin)
     return bytearray(cubin)
 

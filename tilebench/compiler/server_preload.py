@@ -1,4 +1,5 @@
-"""Imported by the compile server before it forks any worker: tilelang and NVRTC, loaded once for all of them."""
+"""Imported by the compile server before it forks any worker: tilelang, NVRTC and the precompiled headers of
+the kernels compiled last, loaded once for all of them."""
 
 import contextlib
 
@@ -8,3 +9,4 @@ from tilebench.compiler.runtime import tilelang
 with contextlib.suppress(Exception):  # a broken install shows up in the first compile's outcome instead
     tilelang()
     nvrtc.usable()  # loads libnvrtc and reads the toolkit's version once, before the forks
+    nvrtc.prebuild()  # the workers forked from here inherit it
