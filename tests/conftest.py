@@ -8,3 +8,6 @@ os.environ.setdefault(
 )
 os.environ.setdefault("CUDA_HOME", "/usr/local/cuda")
 os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
+# Which compiles find a precompiled header would otherwise depend on which test started the process's
+# compile server; the test of the prebuild turns it on for the processes it starts.
+os.environ.setdefault("TILEBENCH_PREBUILD_HEADERS", "0")

@@ -2,6 +2,7 @@
 kernel-cache saves that pull the device binary in through `.incbin`: real NVRTC, nvcc and g++ here."""
 
 import ctypes
+import json
 import os
 
 import pytest
@@ -204,7 +205,6 @@ if __name__ == "__main__":
 
 
 def test_the_compile_server_precompiles_the_last_include_set_for_the_workers_it_forks(tmp_path):
-    import json
     import subprocess
     import sys
 
@@ -223,8 +223,19 @@ def test_the_compile_server_precompiles_the_last_include_set_for_the_workers_it_
         assert result["status"] == "ok", result
         return int(result["uses"]), result["made"]
 
-    assert compile_in_new_process(2.0) == (0, 0)  # the first compile with this cache: nothing to prebuild
+    # nothing compiled with this cache yet: the server prebuilt a GEMM's headers, which a scale lacks
+    assert compile_in_new_process(2.0) == (0, 1)
     assert (folder / nvrtc.RECENT_FILE).is_file()
     assert compile_in_new_process(3.0, prebuild="0") == (0, 0)
     assert compile_in_new_process(4.0) == (1, 1)  # the server's PCH, used by the worker it forked
     assert not list(folder.glob("*/*.pch"))  # removed when the server exited
+
+
+def test_with_nothing_compiled_yet_the_server_prebuilds_a_tensor_core_gemms_headers():
+    from kernels import SM90A, gemm
+
+    with tb.settings.scope(TILELANG_DEFAULT_TARGET=json.dumps(SM90A)):
+        head, options = nvrtc._gemm_include_set()
+    kernel = tilelang().compile(gemm(1024, 1024, 1024, 128, 128, 64, 3, 128), target=SM90A)
+    assert head == nvrtc.source_head(nvrtc.nvrtc_source(kernel.get_kernel_source()))
+    assert options == nvrtc.nvrtc_options("90a", {})

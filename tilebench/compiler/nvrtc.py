@@ -255,8 +255,9 @@ def remember(source: str, options: list[str]) -> None:
 
 def prebuild() -> bool:
     """In the compile server, before it forks: a PCH of the include set compiled most recently with this
-    cache (RECENT_FILE), so that every compile worker forked from it starts with that PCH. Off with
-    TILEBENCH_PREBUILD_HEADERS=0; False when there is nothing to build or NVRTC made no PCH."""
+    cache (RECENT_FILE), else of a tensor-core GEMM's for this machine's GPU, so that every compile worker
+    forked from the server starts with it. Off with TILEBENCH_PREBUILD_HEADERS=0; False when NVRTC made
+    no PCH."""
     from tilebench.config import settings
 
     if not settings.prebuild_headers or settings.device_compiler == "nvcc" or not usable():
@@ -265,12 +266,59 @@ def prebuild() -> bool:
         recent = json.loads((HeaderCache.folder() / RECENT_FILE).read_text())
         head, options = recent["head"], recent["options"]
     except (OSError, ValueError, KeyError, TypeError):
-        return False
+        head, options = _gemm_include_set()
     if not isinstance(head, str) or not (
         isinstance(options, list) and all(isinstance(o, str) for o in options)
     ):
         return False
     return _headers.prebuild(head, options)
+
+
+def _gemm_include_set() -> tuple[str | None, list[str]]:
+    """The head and NVRTC options of a small fp16 GEMM compiled for the GPU here (read with nvidia-smi:
+    the server opens no CUDA context), else for the arch the settings name."""
+    import subprocess
+
+    import tilelang
+    import tilelang.language as T
+    import tvm
+    from tvm.target import Target
+
+    from tilebench.config import settings
+
+    arch = settings.target.get("arch") if isinstance(settings.target, dict) else None
+    if arch is None:
+        try:
+            query = ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]
+            answer = subprocess.run(query, capture_output=True, text=True, timeout=10).stdout
+            major, minor = answer.split()[0].split(".")
+            arch = f"sm_{major}{minor}{'a' if int(major) >= 9 else ''}"
+        except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+            arch = settings.default_arch
+
+    @T.prim_func
+    def gemm(
+        A: T.Tensor((128, 64), "float16"),
+        B: T.Tensor((64, 128), "float16"),
+        C: T.Tensor((128, 128), "float16"),
+    ):
+        with T.Kernel(1, threads=128):
+            A_s, B_s = T.alloc_shared((128, 64), "float16"), T.alloc_shared((64, 128), "float16")
+            C_l = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_l)
+            for _ in T.Pipelined(1, num_stages=1):
+                T.copy(A, A_s)
+                T.copy(B, B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C)
+
+    target = Target({"kind": "cuda", "arch": arch})
+    try:
+        with tvm.transform.PassContext(opt_level=3), target:
+            code = tilelang.lower(gemm, target=target, enable_device_compile=False).kernel_source
+    except Exception:  # an arch this tilelang cannot lower a GEMM for: nothing to prebuild
+        return None, []
+    return source_head(nvrtc_source(code)), nvrtc_options(arch.removeprefix("sm_"), {})
 
 
 def nvrtc_options(target_arch: str, pass_config: dict) -> list[str]:
