@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -158,6 +160,7 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
     try:
         with (
             tilelang_as_tilebench(namespace, cell_options(overrides)),
+            program_argv(filename),
             observe.watching(filename, LINE_OFFSET) as watch,
         ):
             try:
@@ -189,6 +192,19 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
     if not result.programs and stopped is None:  # a program's own output is not replayed from memory
         MEMORY.put(key, ({name: namespace[name] for name in names if name in namespace}, result))
     return result
+
+
+@contextlib.contextmanager
+def program_argv(filename: str) -> Iterator[None]:
+    """While the cell runs, `sys.argv` is a program's run without arguments (`python cell.py`): a
+    pasted program's `argparse` then takes its defaults instead of the kernel process's own argv
+    (Jupyter's `-f kernel.json`, a test runner's options)."""
+    saved = sys.argv
+    sys.argv = [filename]
+    try:
+        yield
+    finally:
+        sys.argv = saved
 
 
 def needs_device(error: BaseException) -> bool:
