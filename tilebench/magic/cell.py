@@ -7,6 +7,7 @@ import contextlib
 import inspect
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -217,7 +218,15 @@ def needs_device(error: BaseException) -> bool:
     if isinstance(error, NoDeviceError):
         return True
     text = str(error)
-    return any(word in text for word in ("CUDA", "cuda", "NVIDIA driver"))
+    if any(word in text for word in ("CUDA", "cuda", "NVIDIA driver")):
+        return True
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and any(part in frames[-1].filename.replace("\\", "/") for part in DEVICE_QUERIES)
+
+
+# Where tilelang asks the device itself (SM count, shared memory, attributes): without a GPU its errors
+# there ("Failed to get device properties.") are where a program first needs one.
+DEVICE_QUERIES = ("tilelang/carver/arch/driver/",)
 
 
 def cell_options(overrides: dict[str, Any]) -> dict[str, Any]:
