@@ -52,10 +52,18 @@ def test_there_are_enough_programs_and_each_has_a_main():
         assert f'print("RESULT {program.name} ok")' in program.cell, program.name
 
 
+# programs whose first use of a GPU comes before their first compile (a CUDA tensor made first, the SM
+# count asked while the kernel is built): as cells they define their kernels and compile none
+STOP_BEFORE_COMPILING = {"blocksparse_gemm", "gemm_persistent", "topk"}
+
+
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
 def test_program_runs_unmodified_as_a_cell(cell_runs, program):
     run = cell_runs(program)
-    assert run.compiled, f"{program.name}: no kernel compiled ({run.result.note})"
+    if program.name in STOP_BEFORE_COMPILING:
+        assert not run.compiled and run.result.kernels, (program.name, run.result.note)
+    else:
+        assert run.compiled, f"{program.name}: no kernel compiled ({run.result.note})"
     assert len({id(compiled.kernel) for compiled in run.compiled}) == len(run.compiled)
     for compiled in run.compiled:
         assert compiled.kernel.target.startswith("cuda"), compiled.kernel.target
@@ -118,5 +126,6 @@ def test_plain_tilelang_stops_at_the_same_line(cell_runs, program, tmp_path):
     if plain.failed_in("tilelang/autotuner/"):
         assert cell.stop_line >= plain.failing_line, plain.describe()
     else:
-        assert "CUDA" in plain.error, plain.describe()
+        # a CUDA error, or tilelang's own device query (`driver.get_num_sms()`) finding no device
+        assert "CUDA" in plain.error or plain.failed_in("tilelang/carver/arch/driver/"), plain.describe()
         assert cell.stop_line == plain.failing_line, (cell.result.note, plain.describe())

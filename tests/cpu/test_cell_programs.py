@@ -125,6 +125,24 @@ def test_autotune_in_a_cell_is_tilebenchs(ip):
     assert do_bench.__module__ == "tilebench.magic.scope"
 
 
+def test_star_imports_give_the_modules_names_with_tilebenchs_own(ip):
+    """`from tilelang.autotuner import *` (as tilelang's examples write it) binds every name the module
+    would, tilebench's where it has one."""
+    ip.run_cell_magic(
+        "tilelang",
+        "-o starred",
+        "from tilelang.autotuner import *\nfrom tilelang import *\n"
+        "got = (autotune, AutoTuner, set_autotune_inputs, jit, language, TensorSupplyType)\n",
+    )
+    autotune, auto_tuner, set_inputs, jit, language, supply = ip.user_ns["got"]
+    import tilelang.autotuner
+
+    assert autotune is tb.autotune and auto_tuner is tb.AutoTuner
+    assert set_inputs is tilelang.autotuner.set_autotune_inputs
+    assert jit.__module__ == "tilebench.magic.scope"
+    assert language is tilelang.language and supply is tilelang.TensorSupplyType
+
+
 def test_magic_line_strings_stay_strings(ip):
     cell = PROGRAM.replace("seen = {}\nmain()\n", "")
     ip.run_cell_magic("tilelang", '-k scale 4096, 2.0, 256, "float16" -o strings --no-run', cell)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
+import sys
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -158,6 +161,7 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
     try:
         with (
             tilelang_as_tilebench(namespace, cell_options(overrides)),
+            program_argv(filename),
             observe.watching(filename, LINE_OFFSET) as watch,
         ):
             try:
@@ -191,6 +195,19 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
     return result
 
 
+@contextlib.contextmanager
+def program_argv(filename: str) -> Iterator[None]:
+    """While the cell runs, `sys.argv` is a program's run without arguments (`python cell.py`): a
+    pasted program's `argparse` then takes its defaults instead of the kernel process's own argv
+    (Jupyter's `-f kernel.json`, a test runner's options)."""
+    saved = sys.argv
+    sys.argv = [filename]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
 def needs_device(error: BaseException) -> bool:
     """True when, without a GPU, the cell's program failed because it needed one (compile-only)."""
     from tilebench.compiler.runtime import has_gpu
@@ -201,7 +218,15 @@ def needs_device(error: BaseException) -> bool:
     if isinstance(error, NoDeviceError):
         return True
     text = str(error)
-    return any(word in text for word in ("CUDA", "cuda", "NVIDIA driver"))
+    if any(word in text for word in ("CUDA", "cuda", "NVIDIA driver")):
+        return True
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and any(part in frames[-1].filename.replace("\\", "/") for part in DEVICE_QUERIES)
+
+
+# Where tilelang asks the device itself (SM count, shared memory, attributes): without a GPU its errors
+# there ("Failed to get device properties.") are where a program first needs one.
+DEVICE_QUERIES = ("tilelang/carver/arch/driver/",)
 
 
 def cell_options(overrides: dict[str, Any]) -> dict[str, Any]:

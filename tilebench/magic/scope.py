@@ -26,13 +26,25 @@ class TileLangView(types.ModuleType):
         self.__dict__["_tilebench_real"] = real
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["_tilebench_real"], name)
+        real = self.__dict__["_tilebench_real"]
+        if name == "__all__":  # `from tilelang.autotuner import *` takes the names the module would give
+            return _star_names(real)
+        return getattr(real, name)
 
     def __dir__(self) -> list[str]:
         return sorted(set(dir(self.__dict__["_tilebench_real"])) | set(self.__dict__))
 
     def __repr__(self) -> str:
         return f"<tilelang module {self.__name__!r} as a %%tilelang cell sees it (tilebench's jit and tuner)>"
+
+
+def _star_names(real: types.ModuleType) -> list[str]:
+    """What `import *` takes from the real module: its `__all__`, else its public names (as they are now,
+    submodules imported since included); the view gives each one's value, its own where it has one."""
+    names = getattr(real, "__all__", None)
+    if names is None:
+        return [name for name in vars(real) if not name.startswith("_")]
+    return list(names)
 
 
 def real_module(value: Any) -> Any:
