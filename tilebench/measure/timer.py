@@ -4,6 +4,7 @@ the profiler's `do_bench`) use the same code, so their figures compare."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +12,10 @@ from tilebench.compiler.runtime import has_gpu, tilelang
 
 TIMING_BACKENDS = ("event", "cupti", "cudagraph")
 _MAX_REPS = 10_000
+_AHEAD_CALLS = 256  # calls queued behind the spin kernel: about what CUDA's launch queue holds
+_MAX_AHEAD_MS = 100.0
 _flush: dict[int, Any] = {}  # device index -> 256 MB buffer zeroed before each timed call (cold L2)
+_sleep_cycles_per_ms: dict[int, float] = {}  # device index -> torch.cuda._sleep cycles a millisecond
 
 
 class NoDeviceError(RuntimeError):
@@ -95,10 +99,33 @@ def bench(
     return time_call(lambda: fn(*args, **kwargs), warmup=warmup, rep=rep, backend=backend)
 
 
+def sleep_cycles_per_ms(device: Any) -> float:
+    """How many cycles of torch.cuda._sleep take a millisecond on `device` (measured once)."""
+    import torch
+
+    if device.index not in _sleep_cycles_per_ms:
+        cycles = 1_000_000
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(cycles)  # the first launch loads the kernel
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        _sleep_cycles_per_ms[device.index] = cycles / max(start.elapsed_time(end), 1e-3)
+    return _sleep_cycles_per_ms[device.index]
+
+
 def event_times(
-    fn: Callable[[], Any], device: Any, warmup_ms: float, rep_ms: float, n_warmup: int = 0, n_repeat: int = 0
+    fn: Callable[[], Any],
+    device: Any,
+    warmup_ms: float,
+    rep_ms: float,
+    n_warmup: int = 0,
+    n_repeat: int = 0,
+    ahead: bool = True,
 ) -> list[float]:
-    """Milliseconds per call from CUDA events, L2 flushed before each call (as triton's do_bench)."""
+    """Milliseconds per call from CUDA events, L2 flushed before each call (as triton's do_bench);
+    `ahead`: the timed calls are queued while the GPU spins (see below)."""
     import torch
 
     if device.index not in _flush:
@@ -114,12 +141,20 @@ def event_times(
     end.record()
     end.synchronize()
     estimate = max(start.elapsed_time(end) / 5, 1e-3)
-    for _ in range(n_warmup or max(1, int(warmup_ms / estimate))):
+    warmups = n_warmup or max(1, int(warmup_ms / estimate))
+    issued = time.perf_counter()
+    for _ in range(warmups):
         fn()
+    issue_ms = (time.perf_counter() - issued) * 1e3 / warmups  # the CPU's time to launch one call
     count = n_repeat or min(_MAX_REPS, max(1, int(rep_ms / estimate)))
     events = [
         (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)
     ]
+    # The GPU waits in a spin kernel while the CPU queues the first calls, so a CPU that is late (busy
+    # compiling) leaves no idle gap between a call's two events to be counted as the kernel's time.
+    if ahead:
+        ahead_ms = min(_MAX_AHEAD_MS, 0.5 + 2 * issue_ms * min(count, _AHEAD_CALLS))
+        torch.cuda._sleep(int(ahead_ms * sleep_cycles_per_ms(device)))
     for begin, finish in events:
         flush.zero_()
         begin.record()
