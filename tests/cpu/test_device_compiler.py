@@ -195,7 +195,8 @@ def scale(factor):
 
 
 if __name__ == "__main__":
-    tb.warm_up(wait=True)
+    if sys.argv[2] == "warm":
+        tb.warm_up(wait=True)  # the server starts ahead of the compiles: it prebuilds
     request = CompileRequest.from_func(scale(float(sys.argv[1])), {"target": {"kind": "cuda", "arch": "sm_90a"}})
     with CompilePool(num_workers=1) as pool:
         (outcome,) = pool.submit_many([CompileAndCount(request.tir_json, request.kwargs)])
@@ -212,11 +213,11 @@ def test_the_compile_server_precompiles_the_last_include_set_for_the_workers_it_
     script.write_text(PREBUILD_SCRIPT)
     folder = tmp_path / "cache" / "nvrtc-pch"
 
-    def compile_in_new_process(factor: float, prebuild: str = "1") -> tuple[int, int]:
+    def compile_in_new_process(factor: float, prebuild: str = "1", start: str = "warm") -> tuple[int, int]:
         """(compiles through an inherited PCH, PCHs there were) for one compile in a new process."""
         env = {**os.environ, "TILEBENCH_CACHE_DIR": str(tmp_path / "cache")}
         env.update(TILEBENCH_PREBUILD_HEADERS=prebuild, TILEBENCH_DEVICE_COMPILER="auto")
-        command = [sys.executable, str(script), str(factor)]
+        command = [sys.executable, str(script), str(factor), start]
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         assert done.returncode == 0 and done.stdout, done.stdout + done.stderr[-3000:]
         result = json.loads(done.stdout.splitlines()[-1])
@@ -228,6 +229,7 @@ def test_the_compile_server_precompiles_the_last_include_set_for_the_workers_it_
     assert (folder / nvrtc.RECENT_FILE).is_file()
     assert compile_in_new_process(3.0, prebuild="0") == (0, 0)
     assert compile_in_new_process(4.0) == (1, 1)  # the server's PCH, used by the worker it forked
+    assert compile_in_new_process(5.0, start="by the compile") == (0, 0)  # a compile waits: no prebuild
     assert not list(folder.glob("*/*.pch"))  # removed when the server exited
 
 

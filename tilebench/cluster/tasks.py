@@ -112,7 +112,7 @@ def prepare_worker(gpu: bool = False) -> None:
 
             settings.reload()  # Dask's Nanny sets the worker's env (env=, nanny.environ) after imports ran
             prepare_environment()
-            server.start()
+            server.start(prebuild=True)
             _ready = True
     if gpu:
         from tilebench.measure.worker import shared_worker

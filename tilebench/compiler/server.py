@@ -10,9 +10,11 @@ process that started it. Where there is no forkserver, workers are spawned as be
 from __future__ import annotations
 
 import multiprocessing
+import os
 from multiprocessing.context import BaseContext
 
 PRELOAD = "tilebench.compiler.server_preload"
+PREBUILD_ENV = "TILEBENCH_SERVER_PREBUILD"  # "1": this server starts with nvrtc.prebuild()
 
 
 def context() -> BaseContext:
@@ -28,15 +30,25 @@ def forks_workers() -> bool:
     return context().get_start_method() == "forkserver"
 
 
-def start() -> None:
-    """Start the server now, without waiting: it imports tilelang while the caller goes on."""
+def start(prebuild: bool = False) -> None:
+    """Start the server now, without waiting: it imports tilelang while the caller goes on. With
+    `prebuild` (warm_up, Dask workers: no compile is waiting yet) it also precompiles the CUDA headers
+    its workers will include (nvrtc.prebuild), which makes their compiles faster but the server later."""
     from tilebench.compiler.runtime import prepare_environment
 
     if forks_workers():
         prepare_environment()  # the server's environment is the one workers get
         from multiprocessing import forkserver
 
-        forkserver.ensure_running()
+        saved = os.environ.get(PREBUILD_ENV)
+        os.environ[PREBUILD_ENV] = "1" if prebuild else "0"  # read by the server as it starts
+        try:
+            forkserver.ensure_running()
+        finally:
+            if saved is None:
+                os.environ.pop(PREBUILD_ENV, None)
+            else:
+                os.environ[PREBUILD_ENV] = saved
 
 
 def wait_ready() -> None:

@@ -11,7 +11,8 @@ def gpu_present() -> bool:
 
 
 def warm_up(device: int = 0, wait: bool = False) -> bool:
-    """Start the compile server and, on a GPU machine, the benchmark worker, in the background.
+    """Start the compile server (precompiling the CUDA headers its workers will include) and, on a GPU
+    machine, the benchmark worker, in the background.
 
     Each needs 6-9 s to import torch and tilelang; started early (`%load_ext tilebench` does it on a GPU
     machine) they are ready when the first tune begins. Call it from the main thread: a worker dies with
@@ -20,7 +21,7 @@ def warm_up(device: int = 0, wait: bool = False) -> bool:
     """
     from tilebench.compiler import server
 
-    server.start()
+    server.start(prebuild=True)
     worker = None
     if gpu_present():
         from tilebench.measure.worker import shared_worker
