@@ -209,6 +209,7 @@ compiled = tilelang.compile(add_one(256), out_idx=[-1])
 jitted = add_two(256)
 asked = tilelang.compile(add_one(512), pass_configs={tilelang.PassConfigKey.TL_EMIT_LINE_DIRECTIVES: True})
 SOURCES = [k.get_kernel_source() for k in (compiled, jitted, asked)] + [compiled.kernel_source]
+SOURCES.append(add_two.get_kernel_source(256))
 """
 
 
@@ -216,7 +217,8 @@ def test_the_programs_own_view_of_its_source_has_no_directives_it_did_not_ask_fo
     """The cell compiles with #line directives (nvcc errors name cell lines); a program reading its kernel's
     source gets what plain tilelang gives it: directives only where it asked for them."""
     ip.run_cell_magic("tilelang", "-o res", PRINTS_ITS_SOURCE)
-    compiled, jitted, asked, compiled_source = ip.user_ns["SOURCES"]
+    compiled, jitted, asked, compiled_source, from_the_function = ip.user_ns["SOURCES"]
     assert "#line" not in compiled and "#line" not in jitted and "#line" not in compiled_source
+    assert "#line" not in from_the_function
     assert "#line" in asked
     assert "#line" in ip.user_ns["compiled"].cuda_source  # tilebench still has them for nvcc's errors
