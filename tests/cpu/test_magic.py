@@ -183,3 +183,42 @@ def test_tune_option_without_a_gpu_compiles_every_config_and_shows_the_default(i
     assert "vector_add" in set(ip.run_line_magic("tilebench", "runs")["kernel"])
     with pytest.raises(UsageError, match="--tune takes a dict"):
         ip.run_cell_magic("tilelang", "-k vector_add 4096 --tune '[1, 2]'", LAZY_AND_PRIM)
+
+
+PRINTS_ITS_SOURCE = """
+import tilelang
+import tilelang.language as T
+
+
+def add_one(N, dtype="float32"):
+    @T.prim_func
+    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype)):
+        with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] + 1
+
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def add_two(N, dtype="float32"):
+    return add_one(N, dtype)
+
+
+compiled = tilelang.compile(add_one(256), out_idx=[-1])
+jitted = add_two(256)
+asked = tilelang.compile(add_one(512), pass_configs={tilelang.PassConfigKey.TL_EMIT_LINE_DIRECTIVES: True})
+SOURCES = [k.get_kernel_source() for k in (compiled, jitted, asked)] + [compiled.kernel_source]
+SOURCES.append(add_two.get_kernel_source(256))
+"""
+
+
+def test_the_programs_own_view_of_its_source_has_no_directives_it_did_not_ask_for(ip):
+    """The cell compiles with #line directives (nvcc errors name cell lines); a program reading its kernel's
+    source gets what plain tilelang gives it: directives only where it asked for them."""
+    ip.run_cell_magic("tilelang", "-o res", PRINTS_ITS_SOURCE)
+    compiled, jitted, asked, compiled_source, from_the_function = ip.user_ns["SOURCES"]
+    assert "#line" not in compiled and "#line" not in jitted and "#line" not in compiled_source
+    assert "#line" not in from_the_function
+    assert "#line" in asked
+    assert "#line" in ip.user_ns["compiled"].cuda_source  # tilebench still has them for nvcc's errors

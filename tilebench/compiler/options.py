@@ -11,6 +11,9 @@ from tilebench.config import settings
 
 BACKENDS = ("auto", "tvm_ffi", "cython", "nvrtc", "torch", "cutedsl")
 
+# The pass config that has tilelang put `#line` directives in the CUDA (a %%tilelang cell turns it on).
+LINE_DIRECTIVES = "tl.emit_line_directives"
+
 
 def _config_name(key: Any) -> str:
     return str(key.value) if isinstance(key, enum.Enum) else str(key)

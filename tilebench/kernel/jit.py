@@ -378,7 +378,7 @@ class JIT:
             return script() if callable(script) else repr(self._func)
 
     def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
-        return self.compile(*args, **kwargs).cuda_source
+        return self.compile(*args, **kwargs).get_kernel_source()
 
     def cache_clear(self) -> None:
         self.__dict__.pop("parse_cache_key", None)

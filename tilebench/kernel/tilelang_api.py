@@ -40,6 +40,13 @@ FORWARDED = (
 )
 
 
+def without_line_directives(source: str | None) -> str | None:
+    """CUDA source without `#line` directives (those map nvcc errors to cell lines)."""
+    if not source:
+        return source
+    return "".join(line for line in source.splitlines(True) if not line.lstrip().startswith("#line "))
+
+
 class TileLangKernelAPI:
     """Mixin for Kernel: `jit_kernel` is tilelang's JITKernel, `name` the kernel's name."""
 
@@ -87,14 +94,22 @@ class TileLangKernelAPI:
         return self.get_profiler().run_once(func)
 
     def get_kernel_source(self, kernel_only: bool = True) -> str:
-        return self.jit_kernel.get_kernel_source(kernel_only=kernel_only)
+        return self._as_program_sees_it(self.jit_kernel.get_kernel_source(kernel_only=kernel_only))
 
     def get_host_source(self) -> str:
         return self.jit_kernel.get_host_source()
 
     @property
     def kernel_source(self) -> str:
-        return self.jit_kernel.kernel_source
+        return self._as_program_sees_it(self.jit_kernel.kernel_source)
+
+    def _as_program_sees_it(self, source: str) -> str:
+        """The source without the `#line` directives a %%tilelang cell added for nvcc's errors, where the
+        program did not ask for them (plain tilelang has none then)."""
+        origin = self.__dict__.get("origin")
+        if self.__dict__.get("hides_line_directives") or getattr(origin, "hides_line_directives", False):
+            return without_line_directives(source)
+        return source
 
     @property
     def out_idx(self) -> list[int]:

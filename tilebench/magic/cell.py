@@ -13,6 +13,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from tilebench.compiler.options import LINE_DIRECTIVES
 from tilebench.kernel import observe
 from tilebench.magic.discover import bound_names, cell_kernels, read_names
 from tilebench.magic.fingerprint import CellMemory, cell_key
@@ -160,7 +161,7 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
     stopped: BaseException | None = None
     try:
         with (
-            tilelang_as_tilebench(namespace, cell_options(overrides)),
+            tilelang_as_tilebench(namespace, cell_options(overrides), _own_line_directives(overrides)),
             program_argv(filename),
             observe.watching(filename, LINE_OFFSET) as watch,
         ):
@@ -227,6 +228,11 @@ def needs_device(error: BaseException) -> bool:
 # Where tilelang asks the device itself (SM count, shared memory, attributes): without a GPU its errors
 # there ("Failed to get device properties.") are where a program first needs one.
 DEVICE_QUERIES = ("tilelang/carver/arch/driver/",)
+
+
+def _own_line_directives(overrides: dict[str, Any]) -> bool:
+    """Whether the cell's `#line` directives are its own (for nvcc's errors), not the magic line's."""
+    return LINE_DIRECTIVES not in dict(overrides.get("pass_configs") or {})
 
 
 def cell_options(overrides: dict[str, Any]) -> dict[str, Any]:
@@ -406,9 +412,6 @@ def _run(options: Any, result: CellResult, namespace: dict[str, Any]) -> Any:
         isolated=not options.in_process,
         timeout_s=options.timeout,
     )
-
-
-LINE_DIRECTIVES = "tl.emit_line_directives"
 
 
 def compile_overrides(options: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ included, sees tilelang unchanged; after the cell, names bound to a view are put
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import types
 from collections.abc import Callable, Iterator
@@ -180,9 +181,14 @@ def _submodule_views() -> dict[str, TileLangView]:
     }
 
 
-def views(options: dict[str, Any] | None = None) -> dict[str, TileLangView]:
+def views(
+    options: dict[str, Any] | None = None, own_line_directives: bool = False
+) -> dict[str, TileLangView]:
     """The views by module name (tilelang, tilelang.autotuner, tilelang.profiler); `options` are compile
-    options (the magic line's) that the cell's `tilelang.jit` and `tilelang.compile` start from."""
+    options (the magic line's) that the cell's `tilelang.jit` and `tilelang.compile` start from.
+
+    `own_line_directives`: the options' `#line` directives are the cell's own (for nvcc's errors), not asked
+    for by the program or the magic line; the program's kernels then show their source without them."""
     from tilebench.compiler.runtime import tilelang
     from tilebench.kernel.jit import jit
     from tilebench.tuner.api import autotune
@@ -190,10 +196,14 @@ def views(options: dict[str, Any] | None = None) -> dict[str, TileLangView]:
     base = dict(options or {})
 
     def cell_jit(func: Any = None, **given: Any) -> Any:
-        return jit(func, **_merged(base, given))
+        if func is None:
+            return functools.partial(cell_jit, **given)
+        return _hiding(jit(func, **_merged(base, given)), own_line_directives, given)
 
     def cell_compile(func: Any = None, out_idx: Any = None, **given: Any) -> Any:
-        return compile_like_tilelang(func, out_idx, **_merged(base, given))
+        return _hiding(
+            compile_like_tilelang(func, out_idx, **_merged(base, given)), own_line_directives, given
+        )
 
     cell_jit.__doc__ = jit.__doc__
     cell_compile.__doc__ = compile_like_tilelang.__doc__
@@ -210,6 +220,18 @@ def views(options: dict[str, Any] | None = None) -> dict[str, TileLangView]:
         },
     )
     return known
+
+
+def _hiding(made: Any, own_line_directives: bool, given: dict[str, Any]) -> Any:
+    """Mark a kernel (or kernel function) whose `#line` directives the program did not ask for: its
+    `get_kernel_source()` then gives the source as plain tilelang would."""
+    from tilebench.compiler.options import LINE_DIRECTIVES, _config_name
+
+    asked = any(_config_name(key) == LINE_DIRECTIVES for key in dict(given.get("pass_configs") or {}))
+    if own_line_directives and not asked:
+        with contextlib.suppress(AttributeError):
+            made.hides_line_directives = True
+    return made
 
 
 def _merged(base: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
@@ -239,9 +261,11 @@ def importer(known: dict[str, TileLangView]) -> Callable[..., Any]:
 
 
 @contextmanager
-def tilelang_as_tilebench(namespace: dict[str, Any], options: dict[str, Any] | None = None) -> Iterator[None]:
+def tilelang_as_tilebench(
+    namespace: dict[str, Any], options: dict[str, Any] | None = None, own_line_directives: bool = False
+) -> Iterator[None]:
     """While the block runs, the namespace's code imports and names tilelang's views."""
-    known = views(options)
+    known = views(options, own_line_directives)
     saved_builtins = namespace.get("__builtins__", builtins)
     namespace["__builtins__"] = {**vars(builtins), "__import__": importer(known)}
     top = known["tilelang"]

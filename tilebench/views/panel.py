@@ -11,6 +11,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from tilebench.kernel.tilelang_api import without_line_directives
+
 TABS = ("Source", "TIR", "Lowered TIR", "CUDA", "PTX", "SASS", "Resources", "Layouts", "Run")
 
 
@@ -26,13 +28,6 @@ def _code(text: str | None, language: str, title: str, missing: str) -> widgets.
     from tilebench.views.code import CodeView
 
     return CodeView(code=text, language=language, title=title)
-
-
-def without_line_directives(source: str | None) -> str | None:
-    """CUDA source without the `#line` directives that map nvcc errors to cell lines."""
-    if not source:
-        return source
-    return "".join(line for line in source.splitlines(True) if not line.lstrip().startswith("#line "))
 
 
 def run_html(run: Any) -> str:
