@@ -297,6 +297,12 @@ def time_to_cublas(report, budget: float) -> None:
     report.note(f"tuner's best config: {result.best_config}")
 
 
+def gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--counts", default="1,2,4,8,16", help="compile worker counts, comma-separated")
@@ -335,12 +341,13 @@ def main() -> None:
         gpus = Report(
             "scale_gpus", "Configs measured per second on 1, 2 (, 4) GPUs: local lanes and Dask GPU workers"
         )
-        if on_gpu:
+        count = gpu_count() if on_gpu else 0
+        if count >= 2:
             from _gpu_throughput import gpu_throughput
 
             gpu_throughput(gpus, options.sample)
         else:
-            gpus.note(f"skipped ({skipped})")
+            gpus.note(f"skipped ({skipped if not on_gpu else f'{count} GPU here; the part needs 2 or more'})")
         gpus.finish()
 
 

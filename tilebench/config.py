@@ -137,6 +137,9 @@ class Settings:
         "nvcc" (tilelang's own); see tilebench/compiler/nvrtc.py.
     prebuild_headers: TILEBENCH_PREBUILD_HEADERS (default on): the compile server precompiles the headers
         of the kernels compiled last, as it starts, so its workers skip parsing them (about 1.5 s a compile).
+    keep_headers: TILEBENCH_KEEP_HEADERS (default on): precompiled headers are kept on disk for the next
+        compile server (at most 2, about 250 MB each), which needs the server's process tree to run with
+        fixed addresses (Linux's ADDR_NO_RANDOMIZE); see tilebench/compiler/headers.py.
     """
 
     cache_dir: Path = dataclasses.field(default_factory=_default_cache_dir)
@@ -152,6 +155,7 @@ class Settings:
     prebuild_headers: bool = dataclasses.field(
         default_factory=lambda: _env_bool("TILEBENCH_PREBUILD_HEADERS", True)
     )
+    keep_headers: bool = dataclasses.field(default_factory=lambda: _env_bool("TILEBENCH_KEEP_HEADERS", True))
 
     def reload(self) -> None:
         """Re-read every field from the environment."""

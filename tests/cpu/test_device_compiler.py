@@ -10,7 +10,7 @@ import tilelang.language as T
 from tvm.target import Target
 
 import tilebench as tb
-from tilebench.compiler import export, nvrtc
+from tilebench.compiler import export, headers, nvrtc
 from tilebench.compiler.runtime import tilelang
 
 SM90 = Target({"kind": "cuda", "arch": "sm_90a"})
@@ -18,7 +18,8 @@ OTHER_HEAD = "#define TILEBENCH_TEST_INCLUDES 1\n"  # another first line: anothe
 
 
 def scale_source(factor: float, block: int = 128) -> str:
-    """The CUDA source tilelang generates for B = A * factor (codegen only, no device compile)."""
+    """The CUDA source tilelang generates for B = A * factor (codegen only: no device compile, so no PCH of
+    this process's own is made on the way)."""
 
     @T.prim_func
     def main(A: T.Tensor((4096,), "float32"), B: T.Tensor((4096,), "float32")):
@@ -26,8 +27,10 @@ def scale_source(factor: float, block: int = 128) -> str:
             for i in T.Parallel(block):
                 B[bx * block + i] = A[bx * block + i] * T.float32(factor)
 
-    kernel = tilelang().compile(main, target={"kind": "cuda", "arch": "sm_90a"})
-    return kernel.get_kernel_source()
+    import tvm
+
+    with tvm.transform.PassContext(opt_level=3), SM90:
+        return tilelang().lower(main, target=SM90, enable_device_compile=False).kernel_source
 
 
 def test_nvrtc_is_usable_with_the_installed_toolkit():
@@ -37,23 +40,23 @@ def test_nvrtc_is_usable_with_the_installed_toolkit():
 def test_nvrtc_compiles_a_tilelang_kernel_to_a_cubin_with_its_symbol():
     source = scale_source(2.0)
     options = nvrtc.nvrtc_options("90a", {})
-    cubin, created = nvrtc.compile_cubin(nvrtc.nvrtc_source(source), options)
-    assert cubin[:4] == b"\x7fELF" and b"main_kernel" in cubin and not created
+    cubin, pch = nvrtc.compile_cubin(nvrtc.nvrtc_source(source), options)
+    assert cubin[:4] == b"\x7fELF" and b"main_kernel" in cubin and pch == ""
 
 
 def test_the_second_kernel_with_the_same_includes_makes_a_precompiled_header_the_third_uses(tmp_path):
     calls = []
 
     def recording(source, options):
-        cubin, created = nvrtc.compile_cubin(source, options)
-        calls.append(("-pch" in options, created))
-        return cubin, created
+        cubin, pch = nvrtc.compile_cubin(source, options)
+        calls.append(("-pch" in options, pch))
+        return cubin, pch
 
     from tilebench.compiler.runtime import prepare_environment
 
     with tb.settings.scope(TILEBENCH_CACHE_DIR=str(tmp_path)):
         prepare_environment()
-        cache = nvrtc.HeaderCache(recording)
+        cache = headers.HeaderCache(recording)
         options = nvrtc.nvrtc_options("90a", {})
         cubins = [cache.compile(nvrtc.nvrtc_source(scale_source(f)), options) for f in (2.0, 3.0, 4.0)]
         assert cache.folder().is_relative_to(tmp_path)  # in tilebench's cache
@@ -62,7 +65,7 @@ def test_the_second_kernel_with_the_same_includes_makes_a_precompiled_header_the
         cache.compile(nvrtc.nvrtc_source(other), options, more_coming=True)
     prepare_environment()
     assert all(c[:4] == b"\x7fELF" for c in cubins) and len(set(cubins)) == 3
-    assert calls == [(False, False), (True, True), (True, False), (True, True)], calls
+    assert calls == [(False, ""), (True, "created"), (True, "used"), (True, "created")], calls
     assert len(cache.ready) == 2
 
 
@@ -97,13 +100,13 @@ def test_the_pool_tells_a_worker_with_more_jobs_coming_to_make_the_precompiled_h
         with CompilePool(num_workers=1) as pool:
             assert [o.status for o in pool.submit_many(requests)] == ["ok", "ok"]
             # the second job was queued for the only worker: the first made a PCH; the last made none
-            (made,) = list(nvrtc.HeaderCache.folder().glob("*/*.pch"))
+            (made,) = list(headers.HeaderCache.folder().glob("*/*.pch"))
             assert made.parent.name == str(pool.pids[0])
     with tb.settings.scope(TILEBENCH_CACHE_DIR=str(tmp_path / "two")):
         prepare_environment()
         with CompilePool(num_workers=2) as pool:  # a job each, even for the worker that starts first
             assert [o.status for o in pool.submit_many(requests)] == ["ok", "ok"]
-            assert not list(nvrtc.HeaderCache.folder().glob("*/*.pch"))
+            assert not list(headers.HeaderCache.folder().glob("*/*.pch"))
     prepare_environment()
 
 
@@ -172,16 +175,17 @@ import sys
 import tilelang.language as T
 
 import tilebench as tb
-from tilebench.compiler import nvrtc
+from tilebench.compiler import headers
 from tilebench.compiler.pool import CompilePool, CompileRequest
 
 
 class CompileAndCount(CompileRequest):
-    """Compiles, then answers how many compiles in the worker went through an inherited PCH."""
+    """Compiles, then answers how many compiles in the worker went through a kept or an inherited PCH."""
 
     def __call__(self):
         status, message = super().__call__()
-        return status, message or json.dumps(nvrtc._headers.inherited_uses)
+        cache = headers._headers
+        return status, message or json.dumps([cache.kept_uses, cache.inherited_uses])
 
 
 def scale(factor):
@@ -200,12 +204,14 @@ if __name__ == "__main__":
     request = CompileRequest.from_func(scale(float(sys.argv[1])), {"target": {"kind": "cuda", "arch": "sm_90a"}})
     with CompilePool(num_workers=1) as pool:
         (outcome,) = pool.submit_many([CompileAndCount(request.tir_json, request.kwargs)])
-        made = list(nvrtc.HeaderCache.folder().glob("*/*.pch"))  # while the server lives: they go with it
-        print(json.dumps({"status": outcome.status, "uses": outcome.message, "made": len(made)}))
+        folder = headers.HeaderCache.folder()
+        # while the server lives: a server's own PCHs go with it, kept ones stay
+        own = len([p for p in folder.glob("*/*.pch") if p.parent.name.isdigit()])
+        print(json.dumps({"status": outcome.status, "uses": json.loads(outcome.message), "own": own}))
 '''
 
 
-def test_the_compile_server_precompiles_the_last_include_set_for_the_workers_it_forks(tmp_path):
+def test_the_compile_server_precompiles_the_last_include_set_and_keeps_it_for_the_next_server(tmp_path):
     import subprocess
     import sys
 
@@ -213,31 +219,44 @@ def test_the_compile_server_precompiles_the_last_include_set_for_the_workers_it_
     script.write_text(PREBUILD_SCRIPT)
     folder = tmp_path / "cache" / "nvrtc-pch"
 
-    def compile_in_new_process(factor: float, prebuild: str = "1", start: str = "warm") -> tuple[int, int]:
-        """(compiles through an inherited PCH, PCHs there were) for one compile in a new process."""
-        env = {**os.environ, "TILEBENCH_CACHE_DIR": str(tmp_path / "cache")}
-        env.update(TILEBENCH_PREBUILD_HEADERS=prebuild, TILEBENCH_DEVICE_COMPILER="auto")
+    def compile_in_new_process(factor: float, start: str = "warm", **env: str) -> tuple[list[int], int]:
+        """([compiles through a kept PCH, through an inherited one], the server's own PCHs) for one
+        compile in a new process."""
+        env = {
+            **os.environ,
+            "TILEBENCH_CACHE_DIR": str(tmp_path / "cache"),
+            "TILEBENCH_PREBUILD_HEADERS": "1",
+            "TILEBENCH_DEVICE_COMPILER": "auto",
+            **env,
+        }
         command = [sys.executable, str(script), str(factor), start]
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         assert done.returncode == 0 and done.stdout, done.stdout + done.stderr[-3000:]
         result = json.loads(done.stdout.splitlines()[-1])
         assert result["status"] == "ok", result
-        return int(result["uses"]), result["made"]
+        return result["uses"], result["own"]
 
-    # nothing compiled with this cache yet: the server prebuilt a GEMM's headers, which a scale lacks
-    assert compile_in_new_process(2.0) == (0, 1)
-    assert (folder / nvrtc.RECENT_FILE).is_file()
-    assert compile_in_new_process(3.0, prebuild="0") == (0, 0)
-    assert compile_in_new_process(4.0) == (1, 1)  # the server's PCH, used by the worker it forked
-    assert compile_in_new_process(5.0, start="by the compile") == (0, 0)  # a compile waits: no prebuild
-    assert not list(folder.glob("*/*.pch"))  # removed when the server exited
+    def kept() -> int:
+        return len(list((folder / headers.KEPT_DIR).glob("*.pch")))
+
+    # nothing compiled with this cache yet: the server kept a GEMM's headers, which a scale lacks
+    assert compile_in_new_process(2.0) == ([0, 0], 0)
+    assert (folder / headers.RECENT_FILE).is_file() and kept() == 1
+    assert compile_in_new_process(3.0, TILEBENCH_PREBUILD_HEADERS="0") == ([0, 0], 0)
+    assert compile_in_new_process(4.0) == ([1, 0], 0) and kept() == 2  # the scale's, kept and used
+    # a server started by the compile itself makes nothing, but loads what an earlier one kept
+    assert compile_in_new_process(5.0, start="by the compile") == ([1, 0], 0)
+    # headers not kept: the server's own PCH, inherited by the worker it forked, gone with the server
+    assert compile_in_new_process(6.0, TILEBENCH_KEEP_HEADERS="0") == ([0, 1], 1)
+    assert compile_in_new_process(7.0, start="by the compile", TILEBENCH_KEEP_HEADERS="0") == ([0, 0], 0)
+    assert not list(folder.glob("[0-9]*/*.pch"))
 
 
 def test_with_nothing_compiled_yet_the_server_prebuilds_a_tensor_core_gemms_headers():
     from kernels import SM90A, gemm
 
     with tb.settings.scope(TILELANG_DEFAULT_TARGET=json.dumps(SM90A)):
-        head, options = nvrtc._gemm_include_set()
+        head, options = headers._gemm_include_set()
     kernel = tilelang().compile(gemm(1024, 1024, 1024, 128, 128, 64, 3, 128), target=SM90A)
     assert head == nvrtc.source_head(nvrtc.nvrtc_source(kernel.get_kernel_source()))
     assert options == nvrtc.nvrtc_options("90a", {})

@@ -67,10 +67,10 @@ class EntryRequest(CompileRequest):
         tl = tilelang()
         import tvm
 
-        from tilebench.compiler import nvrtc
+        from tilebench.compiler import headers
 
         try:
-            with nvrtc.more_coming(self.more_coming):
+            with headers.more_coming(self.more_coming):
                 kernel = tl.compile(tvm.ir.load_json(self.tir_json), **copy.deepcopy(self.kwargs))
         except Exception as exc:  # any compiler failure is data for the caller
             return "compile_error", readable_error(exc)

@@ -70,11 +70,11 @@ class CompileRequest:
         tl = tilelang()
         import tvm
 
-        from tilebench.compiler import nvrtc
+        from tilebench.compiler import headers
 
         try:
             # deepcopy: a disk-cache load rewrites out_idx in place ([-1] -> [2]), changing later cache keys.
-            with nvrtc.more_coming(self.more_coming):
+            with headers.more_coming(self.more_coming):
                 tl.compile(tvm.ir.load_json(self.tir_json), **copy.deepcopy(self.kwargs))
         except Exception as exc:  # any compiler failure is data for the caller
             return "compile_error", readable_error(exc)
@@ -170,6 +170,8 @@ class _Worker:
     def __init__(self, ctx: BaseContext, cache_dir: str) -> None:
         self.conn, child_conn = ctx.Pipe()
         forked = ctx.get_start_method() == "forkserver"
+        if forked:
+            server.start()  # a server that stopped is started the way start() does it
         args = (child_conn, None if forked else os.getpid(), cache_dir)
         self.process = ctx.Process(target=_worker_main, args=args, daemon=True, name="tilebench-compile")
         self.process.start()

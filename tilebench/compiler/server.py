@@ -9,12 +9,16 @@ process that started it. Where there is no forkserver, workers are spawned as be
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing
 import os
+from collections.abc import Iterator
 from multiprocessing.context import BaseContext
 
 PRELOAD = "tilebench.compiler.server_preload"
-PREBUILD_ENV = "TILEBENCH_SERVER_PREBUILD"  # "1": this server starts with nvrtc.prebuild()
+PREBUILD_ENV = "TILEBENCH_SERVER_PREBUILD"  # "1": this server starts with headers.prebuild()
+_ADDR_NO_RANDOMIZE = 0x0040000
 
 
 def context() -> BaseContext:
@@ -33,7 +37,7 @@ def forks_workers() -> bool:
 def start(prebuild: bool = False) -> None:
     """Start the server now, without waiting: it imports tilelang while the caller goes on. With
     `prebuild` (warm_up, Dask workers: no compile is waiting yet) it also precompiles the CUDA headers
-    its workers will include (nvrtc.prebuild), which makes their compiles faster but the server later."""
+    its workers will include (headers.prebuild), which makes their compiles faster but the server later."""
     from tilebench.compiler.runtime import prepare_environment
 
     if forks_workers():
@@ -43,12 +47,32 @@ def start(prebuild: bool = False) -> None:
         saved = os.environ.get(PREBUILD_ENV)
         os.environ[PREBUILD_ENV] = "1" if prebuild else "0"  # read by the server as it starts
         try:
-            forkserver.ensure_running()
+            with fixed_addresses():
+                forkserver.ensure_running()
         finally:
             if saved is None:
                 os.environ.pop(PREBUILD_ENV, None)
             else:
                 os.environ[PREBUILD_ENV] = saved
+
+
+@contextlib.contextmanager
+def fixed_addresses() -> Iterator[None]:
+    """Processes this thread starts inside the block map memory at the same addresses every run (Linux's
+    ADDR_NO_RANDOMIZE, for that process tree only), so that they can load a PCH an earlier server kept
+    (headers.py). Nothing changes where the kernel refuses it, or with TILEBENCH_KEEP_HEADERS=0 or
+    TILEBENCH_PREBUILD_HEADERS=0."""
+    from tilebench.config import settings
+
+    wanted = settings.keep_headers and settings.prebuild_headers
+    libc = ctypes.CDLL(None, use_errno=True)
+    current = libc.personality(0xFFFFFFFF) if wanted else -1  # 0xFFFFFFFF: only read it
+    changed = current != -1 and libc.personality(current | _ADDR_NO_RANDOMIZE) != -1  # this thread alone
+    try:
+        yield
+    finally:
+        if changed:
+            libc.personality(current)
 
 
 def wait_ready() -> None:

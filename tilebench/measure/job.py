@@ -165,6 +165,7 @@ class BenchJob:
             return BenchResult("skipped", f"no CUDA device {self.device_index} in the bench worker")
         device = torch.device("cuda", self.device_index)
         torch.cuda.set_device(device)
+        started = time.perf_counter()
         try:
             kernel, func = self._load()
         except Exception as exc:
@@ -186,6 +187,7 @@ class BenchJob:
             torch.cuda.synchronize(device)
         except Exception as exc:
             return _failure("launch_error", "", exc)
+        loaded = time.perf_counter()
         check = BenchResult("ok")
         if want is not None:
             try:
@@ -194,10 +196,16 @@ class BenchJob:
                 return _failure("mismatch", "the check failed: ", exc)
             if not check.ok:
                 return check
+        checked = time.perf_counter()
         try:
             timed = self._time(lambda: kernel(*inputs), device, check)
         except Exception as exc:
             return _failure("launch_error", "while timing: ", exc)
+        timed.phases = {
+            "load": loaded - started,
+            "check": checked - loaded,
+            "time": time.perf_counter() - checked,
+        }
         timed.device = torch.cuda.get_device_name(device)
         if self.time_ref and self.ref is not None and timed.median_ms is not None:
             try:

@@ -14,7 +14,8 @@ class Measurement:
     """What measuring one kernel found. Times are milliseconds per call (median, min, max over n calls).
 
     `quick_ms` is the early-stop estimate; `ref_ms` the reference's time on the same inputs; `tflops`,
-    `gbps` come from the work given; `max_abs_error`, `max_rel_error` and `mismatch_ratio` from the check.
+    `gbps` come from the work given; `max_abs_error`, `max_rel_error` and `mismatch_ratio` from the check;
+    `phases` where the measuring's seconds went (loading the kernel, checking it, timing it).
     """
 
     status: Status
@@ -36,6 +37,7 @@ class Measurement:
     percent_of_peak: float | None = None
     seconds: float = 0.0
     label: str = ""
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds: load, check, time
 
     @property
     def ok(self) -> bool:

@@ -1,4 +1,8 @@
-"""A long-lived spawn worker process that benchmarks jobs for one GPU; the notebook never runs a candidate.
+"""A long-lived worker process that benchmarks jobs for one GPU; the notebook never runs a candidate.
+
+The worker is forked from the compile server (tilelang and torch already imported, no CUDA context: a
+start costs the CUDA context alone), else spawned. Where CUDA cannot start in a child of the server, the
+worker says so instead of "ready" and every later worker is spawned.
 
 ``BenchmarkWorker.run(job, timeout)`` sends a picklable job (a ``BenchJob``, or any picklable callable that
 returns a ``BenchResult``) and always returns a ``BenchResult``: a timeout kills the worker's process group,
@@ -22,6 +26,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+from tilebench.compiler import server
 from tilebench.compiler.pool import _die_with_parent, readable_error, script_hint
 from tilebench.compiler.runtime import prepare_environment
 from tilebench.measure.job import BenchResult, preload, run_job
@@ -30,16 +35,35 @@ _START_TIMEOUT = 300.0  # importing tilelang and opening a CUDA context; not cou
 _POLL_S = 0.2  # waits are sliced so Ctrl-C lands promptly whichever thread the signal reaches
 _TIMEOUT, _DIED = object(), object()
 START_FAILED = "bench worker failed to start"  # no job reached it: the config is not at fault
+NO_CUDA_WHEN_FORKED = "no CUDA in a child of the compile server"
+_fork_from_server = True  # until a child of the server finds it cannot start CUDA
 
 
-def _worker_main(conn: Connection, parent_pid: int, device_index: int, warm: bool, cache_dir: str) -> None:
-    """Loop of the worker process: receive a job, send its BenchResult; exit after a "crash" result."""
+def _worker_main(
+    conn: Connection,
+    parent_pid: int | None,
+    device_index: int,
+    warm: bool,
+    cache_dir: str,
+    environ: dict[str, str] | None = None,
+) -> None:
+    """Loop of the worker process: receive a job, send its BenchResult; exit after a "crash" result.
+
+    `environ`: the caller's environment now (a child of the server has the server's), before CUDA reads
+    CUDA_VISIBLE_DEVICES and the like."""
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
     os.setsid()  # own process group: a timeout kills nvcc and other grandchildren too; no terminal Ctrl-C
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a run stops
     if warm:
-        with contextlib.suppress(Exception):  # a broken device shows up in the first job's result instead
+        try:
             preload(device_index)
+        except Exception as exc:  # a broken device shows up in the first job's result instead
+            if parent_pid is None and _cuda_refused(exc):  # forked: spawned workers may fare better
+                conn.send(NO_CUDA_WHEN_FORKED)
+                return
     os.environ["TILELANG_CACHE_DIR"] = cache_dir  # the parent's folder: its compile pool filled it
     conn.send("ready")
     while True:
@@ -57,6 +81,12 @@ def _worker_main(conn: Connection, parent_pid: int, device_index: int, warm: boo
         conn.send(result)
         if result.status == "crash":  # a sticky CUDA error: this process's context is dead
             os._exit(70)
+
+
+def _cuda_refused(exc: Exception) -> bool:
+    """CUDA would not initialize here (as in a child of a process that had initialized it)."""
+    text = str(exc).lower()
+    return "initialization error" in text or "cuda_error_not_initialized" in text or "fork" in text
 
 
 def _exit_reason(exitcode: int | None) -> str:
@@ -78,7 +108,6 @@ class BenchmarkWorker:
         self.device_index = device_index
         self.warm = warm
         self.start_timeout = start_timeout
-        self._ctx = multiprocessing.get_context("spawn")
         self._process: Any = None
         self._conn: Connection | None = None
         self._cache_dir = ""
@@ -147,6 +176,15 @@ class BenchmarkWorker:
         reply = self._wait(time.monotonic() + self.start_timeout)
         if reply == "ready":
             return None
+        if reply == NO_CUDA_WHEN_FORKED:
+            global _fork_from_server
+            _fork_from_server = False
+            self._kill()
+            self._spawn()
+            self._starting = False
+            reply = self._wait(time.monotonic() + self.start_timeout)
+            if reply == "ready":
+                return None
         message = f"no start within {self.start_timeout:g} s" if reply is _TIMEOUT else ""
         self._kill()
         return BenchResult(
@@ -159,9 +197,14 @@ class BenchmarkWorker:
             atexit.register(self.close)
             self._at_exit = True
         self._cache_dir = os.environ["TILELANG_CACHE_DIR"]
-        self._conn, child_conn = self._ctx.Pipe()
-        args = (child_conn, os.getpid(), self.device_index, self.warm, self._cache_dir)
-        self._process = self._ctx.Process(target=_worker_main, args=args, daemon=True, name="tilebench-bench")
+        forked = _fork_from_server and server.forks_workers()
+        if forked:
+            server.start()
+        ctx = server.context() if forked else multiprocessing.get_context("spawn")
+        self._conn, child_conn = ctx.Pipe()
+        args = (child_conn, None if forked else os.getpid(), self.device_index, self.warm, self._cache_dir)
+        args += (dict(os.environ),) if forked else ()
+        self._process = ctx.Process(target=_worker_main, args=args, daemon=True, name="tilebench-bench")
         self._process.start()
         child_conn.close()
         self._starting = True

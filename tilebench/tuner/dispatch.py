@@ -110,6 +110,8 @@ def record_of(config: dict, result: Any, compile_s: float | None, **where: Any) 
         "mismatch_ratio": result.mismatch_ratio,
         "bench_s": result.seconds,
     }
+    if result.phases:
+        extra["phases"] = {k: round(v, 4) for k, v in result.phases.items()}
     extra.update({k: v for k, v in where.items() if k not in ("gpu", "device") and v is not None})
     return Record(
         dict(config),
