@@ -67,3 +67,13 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(__all__)
+
+
+def _start_server() -> None:
+    """The compile server starts as tilebench is imported (see compiler/server.py's start_early)."""
+    from tilebench.compiler.server import start_early
+
+    start_early()
+
+
+_start_server()

@@ -18,6 +18,7 @@ from multiprocessing.context import BaseContext
 
 PRELOAD = "tilebench.compiler.server_preload"
 PREBUILD_ENV = "TILEBENCH_SERVER_PREBUILD"  # "1": this server starts with headers.prebuild()
+START_ENV = "TILEBENCH_START_SERVER"  # "0": `import tilebench` starts no server
 _ADDR_NO_RANDOMIZE = 0x0040000
 
 
@@ -44,16 +45,21 @@ def start(prebuild: bool = False) -> None:
         prepare_environment()  # the server's environment is the one workers get
         from multiprocessing import forkserver
 
-        saved = os.environ.get(PREBUILD_ENV)
-        os.environ[PREBUILD_ENV] = "1" if prebuild else "0"  # read by the server as it starts
+        # PREBUILD_ENV is read by the server as it starts. NVML answers torch.cuda.is_available() (tilelang
+        # asks on import), so CUDA is never initialized there and the benchmark workers forked from the
+        # server can start it (torch refuses CUDA in a fork of a process that counted devices through CUDA).
+        server_env = {PREBUILD_ENV: "1" if prebuild else "0", "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+        saved = {name: os.environ.get(name) for name in server_env}
+        os.environ.update(server_env)
         try:
             with fixed_addresses():
                 forkserver.ensure_running()
         finally:
-            if saved is None:
-                os.environ.pop(PREBUILD_ENV, None)
-            else:
-                os.environ[PREBUILD_ENV] = saved
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 @contextlib.contextmanager
@@ -73,6 +79,20 @@ def fixed_addresses() -> Iterator[None]:
     finally:
         if changed:
             libc.personality(current)
+
+
+def start_early() -> None:
+    """At `import tilebench` in a program's main process: start the server, so that it imports tilelang
+    beside the program (which is importing torch and tilelang itself) instead of after its first compile.
+    Not in a process of tilebench's own, a multiprocessing child, or with TILEBENCH_START_SERVER=0."""
+    if os.environ.get(START_ENV, "1") == "0" or PREBUILD_ENV in os.environ:  # the server and its children
+        return
+    if multiprocessing.parent_process() is not None:
+        return
+    try:
+        start(prebuild=True)
+    except Exception:  # noqa: BLE001 - the first compile starts it again, and says what is wrong
+        return
 
 
 def wait_ready() -> None:

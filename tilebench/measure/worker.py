@@ -83,6 +83,11 @@ def _worker_main(
             os._exit(70)
 
 
+def _forks() -> bool:
+    """Benchmark workers are forked from the compile server (else spawned)."""
+    return _fork_from_server and server.forks_workers()
+
+
 def _cuda_refused(exc: Exception) -> bool:
     """CUDA would not initialize here (as in a child of a process that had initialized it)."""
     text = str(exc).lower()
@@ -139,12 +144,21 @@ class BenchmarkWorker:
     def launch(self) -> None:
         """Start the worker process now without waiting for it (it warms up while the caller compiles).
 
-        Call it from a long-lived thread: the worker dies with the thread that started it.
-        """
+        A spawned worker dies with the thread that started it: call this from a long-lived thread. A
+        worker forked from the compile server is started by a thread of its own, as the server may still
+        be importing tilelang."""
         with self._lock:
             prepare_environment()
             if self._process is None or not self._process.is_alive():
                 self._kill()
+                if _forks():
+                    threading.Thread(target=self._launch_forked, daemon=True, name="tilebench-launch").start()
+                else:
+                    self._spawn()
+
+    def _launch_forked(self) -> None:
+        with self._lock:
+            if self._process is None:  # else a job started it first
                 self._spawn()
 
     def wait_ready(self) -> bool:
@@ -197,7 +211,7 @@ class BenchmarkWorker:
             atexit.register(self.close)
             self._at_exit = True
         self._cache_dir = os.environ["TILELANG_CACHE_DIR"]
-        forked = _fork_from_server and server.forks_workers()
+        forked = _forks()
         if forked:
             server.start()
         ctx = server.context() if forked else multiprocessing.get_context("spawn")
