@@ -45,21 +45,16 @@ def start(prebuild: bool = False) -> None:
         prepare_environment()  # the server's environment is the one workers get
         from multiprocessing import forkserver
 
-        # PREBUILD_ENV is read by the server as it starts. NVML answers torch.cuda.is_available() (tilelang
-        # asks on import), so CUDA is never initialized there and the benchmark workers forked from the
-        # server can start it (torch refuses CUDA in a fork of a process that counted devices through CUDA).
-        server_env = {PREBUILD_ENV: "1" if prebuild else "0", "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
-        saved = {name: os.environ.get(name) for name in server_env}
-        os.environ.update(server_env)
+        saved = os.environ.get(PREBUILD_ENV)
+        os.environ[PREBUILD_ENV] = "1" if prebuild else "0"  # read by the server as it starts
         try:
             with fixed_addresses():
                 forkserver.ensure_running()
         finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+            if saved is None:
+                os.environ.pop(PREBUILD_ENV, None)
+            else:
+                os.environ[PREBUILD_ENV] = saved
 
 
 @contextlib.contextmanager
@@ -82,8 +77,9 @@ def fixed_addresses() -> Iterator[None]:
 
 
 def start_early() -> None:
-    """At `import tilebench` in a program's main process: start the server, so that it imports tilelang
-    beside the program (which is importing torch and tilelang itself) instead of after its first compile.
+    """At `import tilebench` in a program's main process: start the server and, on a GPU machine, the
+    benchmark worker of GPU 0 (tilelang imported, no CUDA context yet), so that they import tilelang
+    beside the program (which is importing torch and tilelang itself) instead of after its first tune.
     Not in a process of tilebench's own, a multiprocessing child, or with TILEBENCH_START_SERVER=0."""
     if os.environ.get(START_ENV, "1") == "0" or PREBUILD_ENV in os.environ:  # the server and its children
         return
@@ -91,7 +87,13 @@ def start_early() -> None:
         return
     try:
         start(prebuild=True)
-    except Exception:  # noqa: BLE001 - the first compile starts it again, and says what is wrong
+        from tilebench.tuner.warm import gpu_present
+
+        if gpu_present():
+            from tilebench.measure.worker import shared_worker
+
+            shared_worker(0).launch(open_context=False)  # the GPU's memory is taken by the first tune
+    except Exception:  # noqa: BLE001 - the first compile or tune starts them again, and says what is wrong
         return
 
 

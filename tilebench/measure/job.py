@@ -66,14 +66,15 @@ def run_job(job: Callable[[], BenchResult]) -> BenchResult:
     return result
 
 
-def preload(device_index: int) -> None:
-    """Import tilelang and open the CUDA context before the first job, so no job's timeout pays for it."""
+def preload(device_index: int, open_context: bool = True) -> None:
+    """Import tilelang and open the CUDA context before the first job, so no job's timeout pays for it
+    (without `open_context` the first job opens it)."""
     from tilebench.compiler.runtime import tilelang
 
     tilelang()
     import torch
 
-    if torch.cuda.is_available() and device_index < torch.cuda.device_count():
+    if open_context and torch.cuda.is_available() and device_index < torch.cuda.device_count():
         torch.cuda.set_device(device_index)
         torch.ones(1, device=f"cuda:{device_index}").sum().item()
 

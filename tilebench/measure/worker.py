@@ -1,8 +1,4 @@
-"""A long-lived worker process that benchmarks jobs for one GPU; the notebook never runs a candidate.
-
-The worker is forked from the compile server (tilelang and torch already imported, no CUDA context: a
-start costs the CUDA context alone), else spawned. Where CUDA cannot start in a child of the server, the
-worker says so instead of "ready" and every later worker is spawned.
+"""A long-lived spawn worker process that benchmarks jobs for one GPU; the notebook never runs a candidate.
 
 ``BenchmarkWorker.run(job, timeout)`` sends a picklable job (a ``BenchJob``, or any picklable callable that
 returns a ``BenchResult``) and always returns a ``BenchResult``: a timeout kills the worker's process group,
@@ -26,7 +22,6 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-from tilebench.compiler import server
 from tilebench.compiler.pool import _die_with_parent, readable_error, script_hint
 from tilebench.compiler.runtime import prepare_environment
 from tilebench.measure.job import BenchResult, preload, run_job
@@ -35,35 +30,23 @@ _START_TIMEOUT = 300.0  # importing tilelang and opening a CUDA context; not cou
 _POLL_S = 0.2  # waits are sliced so Ctrl-C lands promptly whichever thread the signal reaches
 _TIMEOUT, _DIED = object(), object()
 START_FAILED = "bench worker failed to start"  # no job reached it: the config is not at fault
-NO_CUDA_WHEN_FORKED = "no CUDA in a child of the compile server"
-_fork_from_server = True  # until a child of the server finds it cannot start CUDA
 
 
 def _worker_main(
     conn: Connection,
-    parent_pid: int | None,
+    parent_pid: int,
     device_index: int,
     warm: bool,
     cache_dir: str,
-    environ: dict[str, str] | None = None,
+    open_context: bool = True,
 ) -> None:
-    """Loop of the worker process: receive a job, send its BenchResult; exit after a "crash" result.
-
-    `environ`: the caller's environment now (a child of the server has the server's), before CUDA reads
-    CUDA_VISIBLE_DEVICES and the like."""
-    if environ is not None:
-        os.environ.clear()
-        os.environ.update(environ)
+    """Loop of the worker process: receive a job, send its BenchResult; exit after a "crash" result."""
     os.setsid()  # own process group: a timeout kills nvcc and other grandchildren too; no terminal Ctrl-C
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a run stops
     if warm:
-        try:
-            preload(device_index)
-        except Exception as exc:  # a broken device shows up in the first job's result instead
-            if parent_pid is None and _cuda_refused(exc):  # forked: spawned workers may fare better
-                conn.send(NO_CUDA_WHEN_FORKED)
-                return
+        with contextlib.suppress(Exception):  # a broken device shows up in the first job's result instead
+            preload(device_index, open_context)
     os.environ["TILELANG_CACHE_DIR"] = cache_dir  # the parent's folder: its compile pool filled it
     conn.send("ready")
     while True:
@@ -81,17 +64,6 @@ def _worker_main(
         conn.send(result)
         if result.status == "crash":  # a sticky CUDA error: this process's context is dead
             os._exit(70)
-
-
-def _forks() -> bool:
-    """Benchmark workers are forked from the compile server (else spawned)."""
-    return _fork_from_server and server.forks_workers()
-
-
-def _cuda_refused(exc: Exception) -> bool:
-    """CUDA would not initialize here (as in a child of a process that had initialized it)."""
-    text = str(exc).lower()
-    return "initialization error" in text or "cuda_error_not_initialized" in text or "fork" in text
 
 
 def _exit_reason(exitcode: int | None) -> str:
@@ -113,6 +85,7 @@ class BenchmarkWorker:
         self.device_index = device_index
         self.warm = warm
         self.start_timeout = start_timeout
+        self._ctx = multiprocessing.get_context("spawn")
         self._process: Any = None
         self._conn: Connection | None = None
         self._cache_dir = ""
@@ -141,25 +114,17 @@ class BenchmarkWorker:
                 self._kill()
                 raise
 
-    def launch(self) -> None:
+    def launch(self, open_context: bool = True) -> None:
         """Start the worker process now without waiting for it (it warms up while the caller compiles).
+        Without `open_context` it imports tilelang but opens no CUDA context before its first job.
 
-        A spawned worker dies with the thread that started it: call this from a long-lived thread. A
-        worker forked from the compile server is started by a thread of its own, as the server may still
-        be importing tilelang."""
+        Call it from a long-lived thread: the worker dies with the thread that started it.
+        """
         with self._lock:
             prepare_environment()
             if self._process is None or not self._process.is_alive():
                 self._kill()
-                if _forks():
-                    threading.Thread(target=self._launch_forked, daemon=True, name="tilebench-launch").start()
-                else:
-                    self._spawn()
-
-    def _launch_forked(self) -> None:
-        with self._lock:
-            if self._process is None:  # else a job started it first
-                self._spawn()
+                self._spawn(open_context)
 
     def wait_ready(self) -> bool:
         """Start the worker if needed and wait until it is ready for jobs; False when it cannot start."""
@@ -190,35 +155,21 @@ class BenchmarkWorker:
         reply = self._wait(time.monotonic() + self.start_timeout)
         if reply == "ready":
             return None
-        if reply == NO_CUDA_WHEN_FORKED:
-            global _fork_from_server
-            _fork_from_server = False
-            self._kill()
-            self._spawn()
-            self._starting = False
-            reply = self._wait(time.monotonic() + self.start_timeout)
-            if reply == "ready":
-                return None
         message = f"no start within {self.start_timeout:g} s" if reply is _TIMEOUT else ""
         self._kill()
         return BenchResult(
             "skipped", f"{START_FAILED}: {message or self._reason + script_hint(self._exitcode)}"
         )
 
-    def _spawn(self) -> None:
+    def _spawn(self, open_context: bool = True) -> None:
         """Start the process; its "ready" is read by the next ``_start``."""
         if not self._at_exit:
             atexit.register(self.close)
             self._at_exit = True
         self._cache_dir = os.environ["TILELANG_CACHE_DIR"]
-        forked = _forks()
-        if forked:
-            server.start()
-        ctx = server.context() if forked else multiprocessing.get_context("spawn")
-        self._conn, child_conn = ctx.Pipe()
-        args = (child_conn, None if forked else os.getpid(), self.device_index, self.warm, self._cache_dir)
-        args += (dict(os.environ),) if forked else ()
-        self._process = ctx.Process(target=_worker_main, args=args, daemon=True, name="tilebench-bench")
+        self._conn, child_conn = self._ctx.Pipe()
+        args = (child_conn, os.getpid(), self.device_index, self.warm, self._cache_dir, open_context)
+        self._process = self._ctx.Process(target=_worker_main, args=args, daemon=True, name="tilebench-bench")
         self._process.start()
         child_conn.close()
         self._starting = True
