@@ -159,3 +159,23 @@ def test_a_kernel_that_never_finishes_times_out_and_the_parent_still_runs_cuda(w
     assert (x * 2).sum().item() == 1023 * 1024
     after = worker.run(good_job(), timeout=120)
     assert after.status == "ok", after.message
+
+
+def has_context(pid: int | None) -> bool:
+    """The process maps the GPU's device files, as a CUDA context does (nvidia-smi may not list the pids
+    of a container)."""
+    with open(f"/proc/{pid}/maps") as maps:
+        return "/dev/nvidia" in maps.read()
+
+
+def test_a_worker_launched_without_a_context_opens_it_when_launched_again():
+    with BenchmarkWorker(0) as worker:
+        worker.launch(open_context=False)  # as `import tilebench` does
+        assert worker.wait_ready()
+        time.sleep(1)
+        assert not has_context(worker.pid)
+        worker.launch()  # as a tune's start does: the context opens in the background
+        deadline = time.monotonic() + 60
+        while not has_context(worker.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert has_context(worker.pid)

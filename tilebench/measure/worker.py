@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import multiprocessing
 import os
 import signal
@@ -66,6 +67,18 @@ def _worker_main(
             os._exit(70)
 
 
+@dataclasses.dataclass
+class OpenContext:
+    """A job that opens the worker's CUDA context on `device_index` (a worker launched without one)."""
+
+    device_index: int
+    label: str = "open the CUDA context"
+
+    def __call__(self) -> BenchResult:
+        preload(self.device_index)
+        return BenchResult("skipped", "CUDA context opened")
+
+
 def _exit_reason(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         return f"bench worker was killed by {signal.Signals(-exitcode).name}"
@@ -93,6 +106,7 @@ class BenchmarkWorker:
         self._at_exit = False
         self._exitcode: int | None = None
         self._starting = False  # spawned, its "ready" not read yet
+        self._context = False  # its CUDA context is open or being opened
 
     @property
     def pid(self) -> int | None:
@@ -116,7 +130,8 @@ class BenchmarkWorker:
 
     def launch(self, open_context: bool = True) -> None:
         """Start the worker process now without waiting for it (it warms up while the caller compiles).
-        Without `open_context` it imports tilelang but opens no CUDA context before its first job.
+        Without `open_context` it imports tilelang but opens no CUDA context before its first job; a
+        later launch() of that worker opens it in the background.
 
         Call it from a long-lived thread: the worker dies with the thread that started it.
         """
@@ -125,6 +140,14 @@ class BenchmarkWorker:
             if self._process is None or not self._process.is_alive():
                 self._kill()
                 self._spawn(open_context)
+            elif open_context and not self._context:
+                self._context = True
+                opener = threading.Thread(target=self._open_context, daemon=True, name="tilebench-context")
+                opener.start()
+
+    def _open_context(self) -> None:
+        """Open the worker's CUDA context now, as a job of its own (the next job waits for it)."""
+        self.run(OpenContext(self.device_index), self.start_timeout)
 
     def wait_ready(self) -> bool:
         """Start the worker if needed and wait until it is ready for jobs; False when it cannot start."""
@@ -167,6 +190,7 @@ class BenchmarkWorker:
             atexit.register(self.close)
             self._at_exit = True
         self._cache_dir = os.environ["TILELANG_CACHE_DIR"]
+        self._context = open_context and self.warm
         self._conn, child_conn = self._ctx.Pipe()
         args = (child_conn, os.getpid(), self.device_index, self.warm, self._cache_dir, open_context)
         self._process = self._ctx.Process(target=_worker_main, args=args, daemon=True, name="tilebench-bench")
