@@ -8,8 +8,11 @@
    small compile each) before the clock starts; configs are elaborated once beforehand. Targets: at 8
    workers >= 0.7x linear scaling (rate at 8 / (8 x rate at 1)); the Dask path within 15% of the local pool.
 2. On a GPU: time to reach 0.97x cuBLAS on benchmarks/tune.py's 1,296-config space (constrained, TPE)
-   through cluster="local" (a compile worker per core, a GPU worker per GPU), its start timed apart; the
-   tuner's best is re-timed here between two cuBLAS timings.
+   through cluster="local" (a compile worker per core, a GPU worker per GPU), its start timed apart. The
+   search runs its whole budget; then each best-so-far of the run (within 0.05 of the target as timed in
+   the run) is re-timed here between two cuBLAS timings, and the time to the target is when the first
+   best that re-times at 0.97x or better arrived. (Timed in the run, against cuBLAS timed once before it,
+   the ratios read some percent low: the GPU's clocks drift over a long search.)
 3. On a GPU: configs measured per second on 1, 2 (, 4) GPUs, local lanes and Dask GPU workers
    (benchmarks/_gpu_throughput.py; its own table, "scale_gpus"). Target: >= 1.8x on two GPUs.
 Usage: python benchmarks/scale.py [--counts 1,2,4,8,16] [--per-worker 4] [--budget 120] [--sample 64]
@@ -216,22 +219,33 @@ def compile_scaling(report, counts: list[int], per_worker: int, root: Path) -> N
         report.note(f"counts above {cores()} cores oversubscribe the CPU: their rates measure contention")
 
 
-class UntilTarget:
-    """A tuning observer: the time the best reaches the cuBLAS ratio, then a stop."""
+class BestSoFar:
+    """A tuning observer: each new best config, when it arrived and its ratio to cuBLAS as timed in the run."""
 
     def __init__(self, cublas_ms: float, started: float) -> None:
         self.cublas_ms, self.started = cublas_ms, started
-        self.best_ratio, self.reached_s, self.count = 0.0, None, 0
+        self.best_ms, self.count = float("inf"), 0
+        self.bests: list[tuple[float, dict, float]] = []  # (seconds into the run, config, in-run ratio)
 
     def on_record(self, record) -> None:
         self.count += 1
-        if record.status == "ok" and record.median_ms:
-            self.best_ratio = max(self.best_ratio, self.cublas_ms / record.median_ms)
-            if self.reached_s is None and self.best_ratio >= TARGET_CUBLAS:
-                self.reached_s = time.monotonic() - self.started
+        if record.status == "ok" and record.median_ms and record.median_ms < self.best_ms:
+            self.best_ms = record.median_ms
+            elapsed = time.monotonic() - self.started
+            self.bests.append((elapsed, dict(record.config), self.cublas_ms / record.median_ms))
 
     def should_stop(self) -> bool:
-        return self.reached_s is not None
+        return False
+
+
+def retimed_ratio(kernel, A, B) -> float:
+    """cuBLAS over the kernel, the kernel timed between two cuBLAS timings (clocks drift over a search)."""
+    from tilebench.measure.timer import time_call
+
+    before = time_call(lambda: A @ B, warmup=50, rep=300)
+    ms = time_call(lambda: kernel(A, B), warmup=50, rep=300)
+    after = time_call(lambda: A @ B, warmup=50, rep=300)
+    return (before + after) / 2 / ms
 
 
 def time_to_cublas(report, budget: float) -> None:
@@ -254,7 +268,7 @@ def time_to_cublas(report, budget: float) -> None:
     jit = tb.jit(out_idx=[-1])(matmul)
     space = {k: tb.tune(v) for k, v in LARGE_SPACE.items()}
     started = time.monotonic()
-    watch = UntilTarget(cublas_ms, started)
+    watch = BestSoFar(cublas_ms, started)
     options = {
         "ref": reference,
         "progress": watch,
@@ -269,13 +283,22 @@ def time_to_cublas(report, budget: float) -> None:
     finally:
         tuned_s = time.monotonic() - started
         shutdown()
-    best = result.best_kernel() if result.best_config else None
-    retimed = None
-    if best is not None:
-        before = time_call(lambda: A @ B, warmup=50, rep=300)
-        ms = time_call(lambda: best(A, B), warmup=50, rep=300)
-        after = time_call(lambda: A @ B, warmup=50, rep=300)
-        retimed = (before + after) / 2 / ms
+    # The tuner's best so far at each moment, judged by a fair timing after the run: the first one that
+    # re-times at TARGET_CUBLAS or better gives the time to it (those far below it in the run are skipped).
+    reached_s, retimed = None, {}
+    for elapsed, config, in_run in watch.bests:
+        if in_run < TARGET_CUBLAS - 0.05:
+            continue
+        retimed[elapsed] = retimed_ratio(jit.compile(SIZE, SIZE, SIZE, **config), A, B)
+        if retimed[elapsed] >= TARGET_CUBLAS:
+            reached_s = elapsed
+            break
+    final = watch.bests[-1] if watch.bests else None
+    final_retimed = None
+    if final is not None:
+        final_retimed = retimed.get(final[0]) or retimed_ratio(
+            jit.compile(SIZE, SIZE, SIZE, **final[1]), A, B
+        )
     report.row(
         workers=f"{len(workers) - gpus} compile + {gpus} GPU",
         configs=f"{watch.count} of {len(configs_of(LARGE_SPACE))}",
@@ -285,10 +308,13 @@ def time_to_cublas(report, budget: float) -> None:
         dask_per_s=watch.count / tuned_s,
         dask_vs_local=None,
         note=(
-            f"time to {TARGET_CUBLAS}x cuBLAS: "
-            + (f"{watch.reached_s:.1f} s" if watch.reached_s is not None else f"not reached in {budget:g} s")
-            + f"; tuner's best {watch.best_ratio:.3f}x, re-timed "
-            + (f"{retimed:.3f}x" if retimed else "-")
+            f"time to {TARGET_CUBLAS}x cuBLAS (the best so far, re-timed): "
+            + (f"{reached_s:.1f} s" if reached_s is not None else f"not reached in {budget:g} s")
+            + (
+                f"; final best {final[2]:.3f}x in the run, {final_retimed:.3f}x re-timed"
+                if final is not None and final_retimed is not None
+                else ""
+            )
         ),
     )
     report.note(
