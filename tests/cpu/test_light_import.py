@@ -32,6 +32,9 @@ import os
 import sys
 import time
 
+if sys.argv[1:] == ["jupyter"]:
+    import jupyter_server.serverapp  # noqa: F401 - as in a Jupyter server loading the lab extension
+
 import tilebench  # noqa: F401
 
 
@@ -84,3 +87,4 @@ def test_import_starts_the_compile_server_in_a_main_process_only(tmp_path):
 
     assert servers("1") == {"main": 1, "child": 0}  # a multiprocessing child starts none of its own
     assert servers("0") == {"main": 0, "child": 0}
+    assert servers("1", "jupyter") == {"main": 0, "child": 0}  # a Jupyter server never compiles

@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import multiprocessing
 import os
+import sys
 from collections.abc import Iterator
 from multiprocessing.context import BaseContext
 
@@ -80,10 +81,11 @@ def start_early() -> None:
     """At `import tilebench` in a program's main process: start the server and, on a GPU machine, the
     benchmark worker of GPU 0 (tilelang imported, no CUDA context yet), so that they import tilelang
     beside the program (which is importing torch and tilelang itself) instead of after its first tune.
-    Not in a process of tilebench's own, a multiprocessing child, or with TILEBENCH_START_SERVER=0."""
+    Not in a process of tilebench's own, a multiprocessing child, a Jupyter server (which imports
+    tilebench for the lab extension's handlers, never to compile), or with TILEBENCH_START_SERVER=0."""
     if os.environ.get(START_ENV, "1") == "0" or PREBUILD_ENV in os.environ:  # the server and its children
         return
-    if multiprocessing.parent_process() is not None:
+    if multiprocessing.parent_process() is not None or "jupyter_server.serverapp" in sys.modules:
         return
     try:
         start(prebuild=True)

@@ -15,7 +15,8 @@ class Measurement:
 
     `quick_ms` is the early-stop estimate; `ref_ms` the reference's time on the same inputs; `tflops`,
     `gbps` come from the work given; `max_abs_error`, `max_rel_error` and `mismatch_ratio` from the check;
-    `phases` where the measuring's seconds went (loading the kernel, checking it, timing it).
+    `phases` where the measuring's seconds went ("load": the kernel, inputs, reference and first run;
+    "check"; "time").
     """
 
     status: Status

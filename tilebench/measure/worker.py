@@ -140,7 +140,7 @@ class BenchmarkWorker:
             if self._process is None or not self._process.is_alive():
                 self._kill()
                 self._spawn(open_context)
-            elif open_context and not self._context:
+            elif open_context and self.warm and not self._context:
                 self._context = True
                 opener = threading.Thread(target=self._open_context, daemon=True, name="tilebench-context")
                 opener.start()
