@@ -77,11 +77,10 @@ def test_import_starts_the_compile_server_in_a_main_process_only(tmp_path):
     script = tmp_path / "imports.py"
     script.write_text(SERVER_SCRIPT)
 
-    def servers(start: str) -> dict:
+    def servers(start: str, *args: str) -> dict:
         env = {**os.environ, "TILEBENCH_START_SERVER": start, "TILEBENCH_CACHE_DIR": str(tmp_path / "cache")}
-        done = subprocess.run(
-            [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
-        )
+        command = [sys.executable, str(script), *args]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         return json.loads(done.stdout.splitlines()[-1])
 
