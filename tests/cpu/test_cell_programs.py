@@ -143,6 +143,42 @@ def test_star_imports_give_the_modules_names_with_tilebenchs_own(ip):
     assert language is tilelang.language and supply is tilelang.TensorSupplyType
 
 
+FROM_JIT_MODULE = """
+import tilelang
+import tilelang.language as T
+from tilelang.jit import jit, compile as tl_compile, JITKernel
+from tilelang.jit.kernel import JITKernel as KernelClass
+
+
+def scale(N, block=128):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                B[bx * block + i] = A[bx * block + i] * 2.0
+
+    return main
+
+
+by_jit = jit(out_idx=[-1])(scale)(1024)
+by_compile = tl_compile(scale(2048), out_idx=[-1])
+kinds = [isinstance(k, c) for k in (by_jit, by_compile) for c in (JITKernel, KernelClass, tilelang.JITKernel)]
+"""
+
+
+def test_tilelang_jit_module_names_are_tilebenchs_and_its_kernels_are_jit_kernels(ip):
+    """`from tilelang.jit import jit, compile, JITKernel` (as programs import tilelang's compile) gives
+    tilebench's: the kernels compile as the cell's others do, and are JITKernels to the program."""
+    ip.run_cell_magic("tilelang", "-o from_jit_module", FROM_JIT_MODULE)
+    by_jit, by_compile = ip.user_ns["by_jit"], ip.user_ns["by_compile"]
+    assert isinstance(by_jit, Kernel) and isinstance(by_compile, Kernel)
+    assert ip.user_ns["kinds"] == [True] * 6
+    assert [r.kernel for r in ip.user_ns["from_jit_module"].programs] == [by_jit, by_compile]
+    import tilelang
+
+    assert not isinstance(by_jit, tilelang.JITKernel)  # outside the cell tilelang is unchanged
+
+
 def test_magic_line_strings_stay_strings(ip):
     cell = PROGRAM.replace("seen = {}\nmain()\n", "")
     ip.run_cell_magic("tilelang", '-k scale 4096, 2.0, 256, "float16" -o strings --no-run', cell)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
+import sys
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -207,19 +208,46 @@ def views(
 
     cell_jit.__doc__ = jit.__doc__
     cell_compile.__doc__ = compile_like_tilelang.__doc__
+    jit_kernel = _cell_jit_kernel_class()
+    jit_names = {
+        "jit": cell_jit,
+        "compile": cell_compile,
+        "par_compile": par_compile_like_tilelang,
+        "JITKernel": jit_kernel,
+    }
     known = dict(_submodule_views())
+    known["tilelang.jit"] = TileLangView(sys.modules["tilelang.jit"], jit_names)
+    known["tilelang.jit.kernel"] = TileLangView(sys.modules["tilelang.jit.kernel"], {"JITKernel": jit_kernel})
     known["tilelang"] = TileLangView(
         tilelang(),
         {
-            "jit": cell_jit,
+            **jit_names,
             "autotune": autotune,
-            "compile": cell_compile,
-            "par_compile": par_compile_like_tilelang,
             "autotuner": known["tilelang.autotuner"],
             "profiler": known["tilelang.profiler"],
         },
     )
     return known
+
+
+@functools.cache
+def _cell_jit_kernel_class() -> type:
+    """tilelang's JITKernel as a cell sees it: a subclass that tilebench's kernels are instances of too,
+    so a program's `isinstance(kernel, JITKernel)` holds for the kernels its cell compiled."""
+    from tilelang.jit.kernel import JITKernel
+
+    from tilebench.kernel.compiled import Kernel
+
+    class JITKernelMeta(type(JITKernel)):
+        def __instancecheck__(cls, value: Any) -> bool:
+            return isinstance(value, (JITKernel, Kernel))
+
+    namespace = {
+        "__module__": JITKernel.__module__,
+        "__qualname__": "JITKernel",
+        "__doc__": JITKernel.__doc__,
+    }
+    return JITKernelMeta("JITKernel", (JITKernel,), namespace)
 
 
 def _hiding(made: Any, own_line_directives: bool, given: dict[str, Any]) -> Any:
