@@ -4,6 +4,7 @@ kernel-cache saves that pull the device binary in through `.incbin`: real NVRTC,
 import ctypes
 import json
 import os
+import time
 
 import pytest
 import tilelang.language as T
@@ -260,3 +261,14 @@ def test_with_nothing_compiled_yet_the_server_prebuilds_a_tensor_core_gemms_head
     kernel = tilelang().compile(gemm(1024, 1024, 1024, 128, 128, 64, 3, 128), target=SM90A)
     assert head == nvrtc.source_head(nvrtc.nvrtc_source(kernel.get_kernel_source()))
     assert options == nvrtc.nvrtc_options("90a", {})
+
+
+def test_kept_headers_are_pruned_to_the_most_recently_used_and_no_stale_half_made_one(tmp_path):
+    now = time.time()
+    for age, name in [(30, "old.pch"), (20, "middle.pch"), (10, "new.pch"), (7200, "killed.partial")]:
+        path = tmp_path / name
+        path.write_bytes(b"x")
+        os.utime(path, (now - age, now - age))
+    (tmp_path / "making.partial").write_bytes(b"x")  # a server making one right now
+    headers._prune(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["making.partial", "middle.pch", "new.pch"]

@@ -200,8 +200,18 @@ def _kept_path(head: str, options: list[str]) -> Path:
 
 
 def _prune(folder: Path) -> None:
-    kept = sorted(folder.glob("*.pch"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in kept[MAX_KEPT:]:
+    """Keep the MAX_KEPT most recently used PCHs, and no half-made one of a server killed an hour ago."""
+    import time
+
+    def modified(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except OSError:  # removed meanwhile by another server
+            return 0.0
+
+    kept = sorted(folder.glob("*.pch"), key=modified, reverse=True)
+    stale = [p for p in folder.glob("*.partial") if modified(p) < time.time() - 3600]
+    for old in kept[MAX_KEPT:] + stale:
         with contextlib.suppress(OSError):
             old.unlink()
 
