@@ -125,8 +125,8 @@ def prepare_worker(gpu: bool = False) -> None:
 @contextlib.contextmanager
 def _without_nanny_malloc_trim() -> Iterator[None]:
     """Hide, while the block starts the compile server, the MALLOC_TRIM_THRESHOLD_ that Dask's Nanny sets
-    for its worker (distributed.nanny.pre-spawn-environ; a value the user set is kept). Handing freed memory
-    back at once suits a long-lived data worker, but it made each compile 15-20% slower."""
+    for its worker (distributed.nanny.pre-spawn-environ; a value other than Dask's is kept). Handing freed
+    memory back at once suits a long-lived data worker, but it made each compile 15-20% slower."""
     try:
         import dask
 
