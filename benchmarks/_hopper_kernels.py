@@ -8,8 +8,12 @@ Structure parameters (compile-time, so each value is its own kernel):
   next tile's Q K^T and the previous tile's P V before the softmax, so the tensor cores have work while
   the softmax runs. On sm_90a tilelang's warp specialization replaces manual schedules (same CUDA).
 - `epilogue`: "shared" stages the output tile in shared memory and stores it in one TMA/wide copy.
+- `threads`: 128 per consumer warpgroup; attention takes 64 or 128 rows per warpgroup, so block_M 192
+  on 384 threads is three consumer warpgroups beside the producer (tilelang gives them 160 registers).
 - GEMM also: `swizzle` (rasterisation of blocks for L2 reuse), `policy` (the warps' split of the tile).
-Layouts: attention tensors are (batch, seq_len, heads, dim), as notebook 4's.
+Attention masks only the key tiles that need it (those crossing the diagonal, or the sequence's end),
+and a causal grid runs its longest rows first. Layouts: attention tensors are (batch, seq_len, heads,
+dim), as notebook 4's.
 """
 
 import tilelang
@@ -51,7 +55,10 @@ def attention(
     O = T.empty((batch, seq_len, heads, dim), T.float16)
     scale = 1.44269504 / T.sqrt(T.cast(dim, T.float32))  # log2(e) / sqrt(dim)
     schedule = dict(order=OVERLAP_ORDER, stage=OVERLAP_STAGE) if overlap else dict(num_stages=num_stages)
-    with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+    m_tiles = T.ceildiv(seq_len, block_M)
+    with T.Kernel(m_tiles, heads, batch, threads=threads) as (block, by, bz):
+        # Causal: the longest rows first, so the last blocks to run are short (less idle tail).
+        bx = m_tiles - 1 - block if is_causal else block
         Q_s = T.alloc_shared([block_M, dim], T.float16)
         K_s = T.alloc_shared([block_N, dim], T.float16)
         V_s = T.alloc_shared([block_N, dim], T.float16)
@@ -71,9 +78,12 @@ def attention(
         steps = T.min(tiles, T.ceildiv((bx + 1) * block_M, block_N)) if is_causal else tiles
         for k in T.Pipelined(steps, **schedule):
             T.copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_s)
-            if is_causal:
+            # Only the tiles crossing the diagonal (causal) or the sequence's end are masked.
+            if (k + 1) * block_N > (bx * block_M + 1 if is_causal else seq_len):
                 for i, j in T.Parallel(block_M, block_N):
-                    S[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(T.float32))
+                    column = k * block_N + j
+                    visible = column <= bx * block_M + i if is_causal else column < seq_len
+                    S[i, j] = T.if_then_else(visible, 0, -T.infinity(T.float32))
             else:
                 T.clear(S)
             T.gemm(Q_s, K_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
@@ -144,10 +154,10 @@ def gemm(
 
 
 ATTENTION_SPACE = dict(
-    block_M=[64, 128],
+    block_M=[64, 128, 192],
     block_N=[64, 128],
     num_stages=[1, 2],
-    threads=[128, 256],
+    threads=[128, 256, 384],
     warp_specialized=[True, False],
     overlap=[False, True],
     epilogue=["direct", "shared"],
@@ -168,16 +178,22 @@ GEMM_SPACE = dict(
 SMEM_BYTES = 227 * 1024  # what one block may opt in to on sm_90a
 
 
-def attention_fits(config: dict) -> bool:
-    """Configs worth compiling: an overlap schedule only without warp specialization (with it, tilelang's
-    schedule replaces the manual one), a tile of at most 128 rows per consumer warpgroup, and the
-    operand stages plus the staged output within shared memory (dim 128 fp16)."""
-    bm, bn = config["block_M"], config["block_N"]
-    if config["overlap"] and (config["warp_specialized"] or config["num_stages"] != 2):
-        return False  # the overlap schedule fixes two stages; keep one copy of it
-    if bm > 64 * (config["threads"] // 128) * 2 or bm < 64 * (config["threads"] // 128):
+def attention_fits(config: dict, causal: bool = False) -> bool:
+    """Configs worth compiling: 64 or 128 rows per consumer warpgroup, the operand stages plus the staged
+    output within shared memory (dim 128 fp16), and none of the structures tilelang 0.1.15 cannot build
+    for the causal kernel, whose trip count differs per block (measured on sm_90a):
+    - the manual overlap schedule, which needs two stages and no warp specialization, compiles there
+      but gives wrong results;
+    - a cp.async pipeline of more than one stage fails to compile (Downcast from tirx.Sub to IntImm)."""
+    bm, bn, stages = config["block_M"], config["block_N"], config["num_stages"]
+    specialized, overlap = config["warp_specialized"], config["overlap"]
+    if bm not in (64 * (config["threads"] // 128), 128 * (config["threads"] // 128)):
         return False
-    staged = config["num_stages"] * 2 * bn * 128 * 2 + bm * 128 * 2
+    if overlap and (specialized or stages != 2 or causal):
+        return False  # with warp specialization tilelang's schedule replaces the manual one
+    if causal and not specialized and not overlap and stages > 1:
+        return False
+    staged = stages * 2 * bn * 128 * 2 + bm * 128 * 2
     output = bm * 128 * 2 if config["epilogue"] == "shared" else 0
     return staged + output <= SMEM_BYTES
 

@@ -40,6 +40,19 @@ def test_the_spaces_constraints_keep_configs_worth_compiling():
 
     attention = [c for c in configs(H.ATTENTION_SPACE) if H.attention_fits(c)]
     assert attention and not any(c["overlap"] and c["warp_specialized"] for c in attention)
-    assert all(c["block_M"] // (c["threads"] // 128) in (64, 128) for c in attention)
+    assert all(c["block_M"] / (c["threads"] // 128) in (64, 128) for c in attention)
+    assert any(c["block_M"] == 192 for c in attention)
+    causal = [c for c in configs(H.ATTENTION_SPACE) if H.attention_fits(c, causal=True)]
+    assert causal and set(map(str, causal)) < set(map(str, attention))
+    assert not any(c["overlap"] for c in causal)
+    assert all(c["warp_specialized"] or c["num_stages"] == 1 for c in causal)
     gemm = [c for c in configs(H.GEMM_SPACE) if H.gemm_fits(c)]
     assert gemm and all(c["block_M"] * c["block_N"] <= 128 * c["threads"] for c in gemm)
+
+
+def test_three_consumer_warpgroups_take_192_rows():
+    q = tb.place(2, 1024, 4, 128, dtype=torch.float16)
+    kernel = H.attention.compile(q, q, q, block_M=192, threads=384, epilogue="direct")
+    resources = kernel.artifacts().resources
+    assert resources.threads_per_block == 384 + 128 and not resources.over_limits
+    assert resources.grid[0] == -(-1024 // 192)  # a partial last tile of rows
