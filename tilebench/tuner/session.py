@@ -43,7 +43,7 @@ class TuneOptions:
     backend: str = "event"  # how configs are timed: "event" (CUDA events), "cupti" or "cudagraph"
     timeout_s: float = 30.0  # per config, in the benchmark worker
     compile_timeout_s: float = 300.0
-    early_stop: float | None = 1.5  # full timing only within this factor of the best (None: always)
+    early_stop: float | None = 1.2  # full timing only within this factor of the best (None: always)
     flops: float | Callable[[dict], float] | None = None
     nbytes: float | Callable[[dict], float] | None = None
     # True: measure every config again; "failed": only those last seen as crash/timeout/launch_error/mismatch
