@@ -4,16 +4,15 @@ Structure parameters (compile-time, so each value is its own kernel):
 - `warp_specialized`: True, tilelang's producer/consumer form on sm_90a (a producer warpgroup issuing TMA
   loads against mbarriers, `threads` consumer threads on wgmma); False, one software pipeline of cp.async
   copies (T.annotate_pass_configs switches tilelang's TL_DISABLE_WARP_SPECIALIZED per call).
-- `overlap` (attention, without warp specialization): a manual schedule for the K loop that issues the
-  next tile's Q K^T and the previous tile's P V before the softmax, so the tensor cores have work while
-  the softmax runs. On sm_90a tilelang's warp specialization replaces manual schedules (same CUDA).
 - `epilogue`: "shared" stages the output tile in shared memory and stores it in one TMA/wide copy.
 - `threads`: 128 per consumer warpgroup; attention takes 64 or 128 rows per warpgroup, so block_M 192
   on 384 threads is three consumer warpgroups beside the producer (tilelang gives them 160 registers).
 - GEMM also: `swizzle` (rasterisation of blocks for L2 reuse), `policy` (the warps' split of the tile).
 Attention masks only the key tiles that need it (those crossing the diagonal, or the sequence's end),
 and a causal grid runs its longest rows first. Layouts: attention tensors are (batch, seq_len, heads,
-dim), as notebook 4's.
+dim), as notebook 4's. A manual T.Pipelined order/stage schedule overlapping one tile's Q K^T with the
+last tile's P V is not offered: under tilelang 0.1.15 it gave wrong results on the H100 in every
+structure tried (causal or not, 64 to 192 rows).
 """
 
 import tilelang
@@ -23,13 +22,6 @@ import tilebench as tb
 
 FAST_MATH = {tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True}
 NO_WARP_SPECIALIZATION = tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
-
-# The K loop's 13 statements: 0 K copy, 1 clear (or causal mask), 2 Q K^T, 3-9 the online softmax (P
-# last), 10 the output's rescale, 11 V copy, 12 P V. Stage 1 runs one iteration behind stage 0; the order
-# puts the previous tile's rescale and P V (10-12) between this tile's Q K^T (0-2) and its softmax (3-9),
-# so they read P and the rescale factors before this tile's softmax overwrites them.
-OVERLAP_ORDER = [0, 1, 2, 6, 7, 8, 9, 10, 11, 12, 3, 4, 5]
-OVERLAP_STAGE = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1]
 
 
 @tb.jit(pass_configs=FAST_MATH)
@@ -43,7 +35,6 @@ def attention(
     num_stages: int = 2,
     threads: int = 256,
     warp_specialized: bool = True,
-    overlap: bool = False,
     epilogue: str = "shared",
 ):
     """Flash attention forward: softmax(Q K^T / sqrt(dim)) V with an online softmax in exp2."""
@@ -54,7 +45,6 @@ def attention(
     T.annotate_pass_configs({**FAST_MATH, NO_WARP_SPECIALIZATION: not warp_specialized})
     O = T.empty((batch, seq_len, heads, dim), T.float16)
     scale = 1.44269504 / T.sqrt(T.cast(dim, T.float32))  # log2(e) / sqrt(dim)
-    schedule = dict(order=OVERLAP_ORDER, stage=OVERLAP_STAGE) if overlap else dict(num_stages=num_stages)
     m_tiles = T.ceildiv(seq_len, block_M)
     with T.Kernel(m_tiles, heads, batch, threads=threads) as (block, by, bz):
         # Causal: the longest rows first, so the last blocks to run are short (less idle tail).
@@ -75,11 +65,14 @@ def attention(
         T.clear(denom)
         T.fill(row_max, -T.infinity(T.float32))
         tiles = T.ceildiv(seq_len, block_N)
+        partial_tile = not isinstance(seq_len, int) or seq_len % block_N != 0  # int once shapes are known
         steps = T.min(tiles, T.ceildiv((bx + 1) * block_M, block_N)) if is_causal else tiles
-        for k in T.Pipelined(steps, **schedule):
+        for k in T.Pipelined(steps, num_stages=num_stages):
             T.copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_s)
             # Only the tiles crossing the diagonal (causal) or the sequence's end are masked.
-            if (k + 1) * block_N > (bx * block_M + 1 if is_causal else seq_len):
+            if not is_causal and not partial_tile:
+                T.clear(S)
+            elif (k + 1) * block_N > (bx * block_M + 1 if is_causal else seq_len):
                 for i, j in T.Parallel(block_M, block_N):
                     column = k * block_N + j
                     visible = column <= bx * block_M + i if is_causal else column < seq_len
@@ -159,7 +152,6 @@ ATTENTION_SPACE = dict(
     num_stages=[1, 2],
     threads=[128, 256, 384],
     warp_specialized=[True, False],
-    overlap=[False, True],
     epilogue=["direct", "shared"],
 )
 
@@ -180,18 +172,13 @@ SMEM_BYTES = 227 * 1024  # what one block may opt in to on sm_90a
 
 def attention_fits(config: dict, causal: bool = False) -> bool:
     """Configs worth compiling: 64 or 128 rows per consumer warpgroup, the operand stages plus the staged
-    output within shared memory (dim 128 fp16), and none of the structures tilelang 0.1.15 cannot build
-    for the causal kernel, whose trip count differs per block (measured on sm_90a):
-    - the manual overlap schedule, which needs two stages and no warp specialization, compiles there
-      but gives wrong results;
-    - a cp.async pipeline of more than one stage fails to compile (Downcast from tirx.Sub to IntImm)."""
+    output within shared memory (dim 128 fp16), and no cp.async pipeline of more than one stage for the
+    causal kernel, whose trip count differs per block: tilelang 0.1.15 fails to compile it there
+    ("Downcast from tirx.Sub to IntImm")."""
     bm, bn, stages = config["block_M"], config["block_N"], config["num_stages"]
-    specialized, overlap = config["warp_specialized"], config["overlap"]
     if bm not in (64 * (config["threads"] // 128), 128 * (config["threads"] // 128)):
         return False
-    if overlap and (specialized or stages != 2 or causal):
-        return False  # with warp specialization tilelang's schedule replaces the manual one
-    if causal and not specialized and not overlap and stages > 1:
+    if causal and not config["warp_specialized"] and stages > 1:
         return False
     staged = stages * 2 * bn * 128 * 2 + bm * 128 * 2
     output = bm * 128 * 2 if config["epilogue"] == "shared" else 0

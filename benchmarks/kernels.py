@@ -177,7 +177,9 @@ def main() -> None:
         attention_cases(report, options.budget)
     if options.only in (None, "gemm"):
         gemm_cases(report, options.budget)
-    report.note("structures: warp-specialized (TMA producer) or cp.async pipeline, manual overlap, epilogue")
+    report.note(
+        "structures: warp-specialized (TMA producer) or cp.async pipeline, consumer warpgroups, epilogue"
+    )
     report.finish()
 
 

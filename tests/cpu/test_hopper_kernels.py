@@ -24,14 +24,6 @@ def test_warp_specialization_is_a_per_call_parameter():
     assert "mbarrier" not in pipelined.cuda_source.lower() and "cp_async" in pipelined.cuda_source.lower()
 
 
-def test_the_overlap_schedule_compiles_without_warp_specialization():
-    q = tb.place(2, 1024, 4, 128, dtype=torch.float16)
-    overlapped = H.attention.compile(q, q, q, is_causal=True, warp_specialized=False, overlap=True)
-    resources = overlapped.artifacts().resources
-    assert resources.threads_per_block == 256 and not resources.over_limits
-    assert "wgmma" in overlapped.cuda_source
-
-
 def test_the_spaces_constraints_keep_configs_worth_compiling():
     import itertools
 
@@ -39,12 +31,11 @@ def test_the_spaces_constraints_keep_configs_worth_compiling():
         return [dict(zip(space, values)) for values in itertools.product(*space.values())]
 
     attention = [c for c in configs(H.ATTENTION_SPACE) if H.attention_fits(c)]
-    assert attention and not any(c["overlap"] and c["warp_specialized"] for c in attention)
+    assert attention
     assert all(c["block_M"] / (c["threads"] // 128) in (64, 128) for c in attention)
     assert any(c["block_M"] == 192 for c in attention)
     causal = [c for c in configs(H.ATTENTION_SPACE) if H.attention_fits(c, causal=True)]
     assert causal and set(map(str, causal)) < set(map(str, attention))
-    assert not any(c["overlap"] for c in causal)
     assert all(c["warp_specialized"] or c["num_stages"] == 1 for c in causal)
     gemm = [c for c in configs(H.GEMM_SPACE) if H.gemm_fits(c)]
     assert gemm and all(c["block_M"] * c["block_N"] <= 128 * c["threads"] for c in gemm)

@@ -22,10 +22,10 @@ STRUCTURES = [
 @pytest.mark.parametrize("causal", [False, True], ids=["non-causal", "causal"])
 @pytest.mark.parametrize("config", STRUCTURES, ids=lambda c: f"{c['block_M']}x{c['block_N']}")
 def test_attention_matches_sdpa_with_partial_tiles(config, causal):
-    assert H.attention_fits(dict(config, overlap=False), causal=causal)
+    assert H.attention_fits(config, causal=causal)
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 1000, 4, 128, dtype=torch.float16, device="cuda") for _ in range(3))
-    out = H.attention(q, k, v, is_causal=causal, overlap=False, **config)
+    out = H.attention(q, k, v, is_causal=causal, **config)
     ref = F.scaled_dot_product_attention(
         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal
     ).transpose(1, 2)
