@@ -1,16 +1,12 @@
 """The benchmark's Hopper kernels (benchmarks/_hopper_kernels.py) compile for sm_90a in each structure
 their tuning space names, and the structure parameter changes the kernel as it says."""
 
-import sys
-from pathlib import Path
-
 import torch
+from hopper_kernels import load
 
 import tilebench as tb
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import _hopper_kernels as H  # noqa: E402
+H = load()
 
 
 def test_warp_specialization_is_a_per_call_parameter():

@@ -1,16 +1,12 @@
 """The benchmark's Hopper attention (benchmarks/_hopper_kernels.py) matches SDPA in the structures its
 space admits, at sequence lengths that leave a partial last tile of rows or of keys."""
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
+from hopper_kernels import load
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import _hopper_kernels as H  # noqa: E402
+H = load()
 
 STRUCTURES = [
     dict(block_M=128, block_N=128, threads=256, num_stages=2, warp_specialized=True, epilogue="shared"),
