@@ -1,7 +1,7 @@
 """tilebench's Hopper kernels beside the vendor libraries, tuned over structure and tile sizes in one run.
 
 Attention forward, B8 S4096 H32 D128 fp16, non-causal and causal, against torch SDPA; GEMM 4096^3 and
-8192^3 fp16 against torch.matmul (cuBLAS). Each kernel (benchmarks/_hopper_kernels.py) is tuned by
+8192^3 fp16 against torch.matmul (cuBLAS). Each kernel (tilebench/templates/) is tuned by
 tilebench (checked against the vendor result, TPE within --budget seconds); the tuner's best three are
 re-timed here between vendor timings (the median of 7 rounds), the chosen one again on its own.
 Target: >= 1.0x for all four.
@@ -12,7 +12,6 @@ import argparse
 import os
 import sys
 import tempfile
-from functools import partial
 from pathlib import Path
 
 # Tuned from scratch each run (an empty kernel cache and record store), set before tilebench reads its
@@ -91,13 +90,16 @@ def row(report, case: str, result, flops: float, retimed) -> None:
 def attention_cases(report, budget: float) -> None:
     import torch
     import torch.nn.functional as F
-    from _hopper_kernels import ATTENTION_SPACE, attention, attention_fits
 
     import tilebench as tb
+    from tilebench import templates
+
+    attention = templates.kernel("attention")
+    template = templates.module("attention")
 
     shape = (BATCH, SEQ, HEADS, DIM)
     Q, K, V = (torch.randn(shape, dtype=torch.float16, device="cuda") for _ in range(3))
-    space = {name: tb.tune(values) for name, values in ATTENTION_SPACE.items()}
+    choices = {name: tb.tune(values) for name, values in template.ATTENTION_SPACE.items()}
     for causal in (False, True):
 
         def sdpa(Q, K, V, causal=causal):
@@ -110,8 +112,8 @@ def attention_cases(report, budget: float) -> None:
             K,
             V,
             is_causal=causal,
-            **space,
-            tune_options=tune_options(sdpa, flops, budget, partial(attention_fits, causal=causal)),
+            **choices,
+            tune_options=tune_options(sdpa, flops, budget, template.attention_fits),
         )
         finalists = fastest(result)
         if not finalists:
@@ -130,11 +132,13 @@ def attention_cases(report, budget: float) -> None:
 
 def gemm_cases(report, budget: float) -> None:
     import torch
-    from _hopper_kernels import GEMM_SPACE, gemm, gemm_fits
 
     import tilebench as tb
+    from tilebench import templates
 
-    space = {name: tb.tune(values) for name, values in GEMM_SPACE.items()}
+    gemm = templates.kernel("gemm")
+    template = templates.module("gemm")
+    choices = {name: tb.tune(values) for name, values in template.GEMM_SPACE.items()}
     for size in (4096, 8192):
         A = torch.randn(size, size, dtype=torch.float16, device="cuda")
         B = torch.randn(size, size, dtype=torch.float16, device="cuda")
@@ -142,8 +146,10 @@ def gemm_cases(report, budget: float) -> None:
         result = gemm.tune(
             A,
             B,
-            **space,
-            tune_options=tune_options(lambda A, B: (A.float() @ B.float()).half(), flops, budget, gemm_fits),
+            **choices,
+            tune_options=tune_options(
+                lambda A, B: (A.float() @ B.float()).half(), flops, budget, template.gemm_fits
+            ),
         )
         finalists = fastest(result)
         if not finalists:

@@ -310,7 +310,7 @@ def test_the_magic_tunes_on_the_cluster_it_names(client, tmp_path, monkeypatch):
     records = shell.user_ns["tuned"].tune.records
     assert sorted(r.config["block_N"] for r in records) == [256, 512]
     assert {r.extra["compiled_on"] for r in records} <= set(client.scheduler_info()["workers"])
-    with pytest.raises(UsageError, match="--cluster tunes on a cluster; it needs --tune SPACE"):
+    with pytest.raises(UsageError, match="--cluster goes with --tune SPACE"):
         shell.run_cell_magic("tilelang", "-k vector_add 4096 --cluster local", LAZY_AND_PRIM)
     monkeypatch.setattr(cluster_client, "CONNECT_TIMEOUT_S", 1.0)
     with pytest.raises(

@@ -1,18 +1,23 @@
-"""The benchmark's Hopper kernels (benchmarks/_hopper_kernels.py) compile for sm_90a in each structure
-their tuning space names, and the structure parameter changes the kernel as it says."""
+"""The Hopper templates (tilebench/templates/) compile for sm_90a in each structure their tuning space
+names, and the structure parameter changes the kernel as it says."""
 
+import json
+from pathlib import Path
+
+import pytest
 import torch
-from hopper_kernels import load
 
 import tilebench as tb
+from tilebench import templates
 
-H = load()
+ATTENTION = templates.module("attention")
+GEMM = templates.module("gemm")
 
 
 def test_warp_specialization_is_a_per_call_parameter():
     a = tb.place(4096, 4096, dtype=torch.float16)
-    specialized = H.gemm.compile(a, a, warp_specialized=True)
-    pipelined = H.gemm.compile(a, a, warp_specialized=False)
+    specialized = templates.kernel("gemm").compile(a, a, warp_specialized=True)
+    pipelined = templates.kernel("gemm").compile(a, a, warp_specialized=False)
     # a producer warpgroup of 128 threads issuing TMA loads against mbarriers, beside the 256 consumers
     assert specialized.artifacts().resources.threads_per_block == 256 + 128
     assert "mbarrier" in specialized.cuda_source.lower()
@@ -26,20 +31,35 @@ def test_the_spaces_constraints_keep_configs_worth_compiling():
     def configs(space):
         return [dict(zip(space, values)) for values in itertools.product(*space.values())]
 
-    attention = [c for c in configs(H.ATTENTION_SPACE) if H.attention_fits(c)]
+    attention = [c for c in configs(ATTENTION.ATTENTION_SPACE) if ATTENTION.attention_fits(c)]
     assert attention
     assert all(c["block_M"] / (c["threads"] // 128) in (64, 128) for c in attention)
     assert any(c["block_M"] == 192 for c in attention)
-    causal = [c for c in configs(H.ATTENTION_SPACE) if H.attention_fits(c, causal=True)]
+    causal = [
+        c for c in configs(ATTENTION.ATTENTION_SPACE) if ATTENTION.attention_fits(dict(c, is_causal=True))
+    ]
     assert causal and set(map(str, causal)) < set(map(str, attention))
     assert all(c["warp_specialized"] or c["num_stages"] == 1 for c in causal)
-    gemm = [c for c in configs(H.GEMM_SPACE) if H.gemm_fits(c)]
+    gemm = [c for c in configs(GEMM.GEMM_SPACE) if GEMM.gemm_fits(c)]
     assert gemm and all(c["block_M"] * c["block_N"] <= 128 * c["threads"] for c in gemm)
 
 
 def test_three_consumer_warpgroups_take_192_rows():
     q = tb.place(2, 1024, 4, 128, dtype=torch.float16)
-    kernel = H.attention.compile(q, q, q, block_M=192, threads=384, epilogue="direct")
+    kernel = templates.kernel("attention").compile(q, q, q, block_M=192, threads=384, epilogue="direct")
     resources = kernel.artifacts().resources
     assert resources.threads_per_block == 384 + 128 and not resources.over_limits
     assert resources.grid[0] == -(-1024 // 192)  # a partial last tile of rows
+
+
+@pytest.mark.parametrize(
+    "notebook, name", [("02_autotune.ipynb", "gemm"), ("04_flash_attention.ipynb", "attention")]
+)
+def test_the_notebooks_tune_the_templates_as_they_stand(notebook, name):
+    cells = json.loads((Path(__file__).resolve().parents[2] / "notebooks" / notebook).read_text())["cells"]
+    bodies = [
+        "".join(cell["source"]).partition("\n")[2]
+        for cell in cells
+        if "".join(cell["source"]).startswith("%%tilelang") and "--tune" in "".join(cell["source"])
+    ]
+    assert [body.rstrip() for body in bodies] == [templates.source(name).rstrip()]

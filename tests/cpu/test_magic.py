@@ -185,6 +185,23 @@ def test_tune_option_without_a_gpu_compiles_every_config_and_shows_the_default(i
         ip.run_cell_magic("tilelang", "-k vector_add 4096 --tune '[1, 2]'", LAZY_AND_PRIM)
 
 
+def test_constraint_option_keeps_only_the_configs_it_allows(ip):
+    ip.run_cell_magic(
+        "tilelang",
+        "-k vector_add 8192 --tune 'dict(block_N=[256, 512, 1024], threads=[128, 256])' "
+        '--constraint \'lambda c: c["block_N"] // c["threads"] == 2\' --no-run -o tuned',
+        LAZY_AND_PRIM,
+    )
+    configs = sorted((r.config["block_N"], r.config["threads"]) for r in ip.user_ns["tuned"].tune.records)
+    assert configs == [(256, 128), (512, 256)]
+    with pytest.raises(UsageError, match="--constraint takes a callable"):
+        ip.run_cell_magic(
+            "tilelang", "-k vector_add 8192 --tune 'dict(block_N=[256])' --constraint 3", LAZY_AND_PRIM
+        )
+    with pytest.raises(UsageError, match="--constraint goes with --tune"):
+        ip.run_cell_magic("tilelang", "-k vector_add 8192 --constraint 'lambda c: True'", LAZY_AND_PRIM)
+
+
 PRINTS_ITS_SOURCE = """
 import tilelang
 import tilelang.language as T

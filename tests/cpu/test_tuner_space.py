@@ -35,6 +35,15 @@ def test_constraint_drops_configs_and_sees_fixed_arguments():
         constraint=lambda c: c["block_M"] * c["threads"] <= 128 * 128,
     )
     assert [c["block_M"] for c in space.configs()] == [64, 128] and space.count() == 2 and space.size == 3
+    # the kernel's own defaults fill in what the call leaves out (threads=128 here)
+    defaulted = Space.from_call(
+        (), {"block_M": tb.tune([64, 128, 256])}, SIG, constraint=lambda c: c["block_M"] <= c["threads"]
+    )
+    assert [c["block_M"] for c in defaulted.configs()] == [64, 128]
+    listed = Space.from_configs(
+        [{"block_M": 64}, {"block_M": 256}], SIG, constraint=lambda c: c["block_M"] <= c["threads"]
+    )
+    assert list(listed.configs()) == [{"block_M": 64}]
     broken = Space.from_call((), {"block_M": tb.tune([1, 2])}, SIG, constraint=lambda c: c["nope"])
     with pytest.raises(ValueError, match="constraint raised on config {'block_M': 1}: KeyError"):
         list(broken.configs())

@@ -67,91 +67,50 @@ def row_sum(A, block_M: int = 64, block_N: int = 128, threads: int = 128):
     return S
 """
 
-GEMM = """%%tilelang A, B --ref "lambda A, B: A @ B" --flops "2 * M * N * K"
-# To tune, add to the line above: --tune "dict(block_M=[64, 128], block_N=[64, 128, 256], num_stages=[2, 3])"
-M, N, K = 4096, 4096, 4096
+
+def _hopper(magic_line: str, name: str, inputs: str) -> str:
+    """A cell of a Hopper template (tilebench/templates/): the magic line, the template's file, its inputs."""
+    from tilebench.templates import source
+
+    return f"{magic_line}\n{source(name)}\n\n{inputs}"
+
+
+GEMM = _hopper(
+    '%%tilelang A, B --ref "lambda A, B: A @ B" --flops "2 * M * N * K"\n'
+    "# To tune the structure with the tiles, add to the line above: --tune GEMM_SPACE --constraint gemm_fits",
+    "gemm",
+    """M, N, K = 4096, 4096, 4096
 A = tb.place(M, K, dtype=torch.float16)
 B = tb.place(K, N, dtype=torch.float16)
+""",
+)
+
+ATTENTION = _hopper(
+    '%%tilelang Q, K, V --ref sdpa --flops "4 * BATCH * SEQ * SEQ * HEADS * DIM"\n'
+    "# To tune the structure with the tiles, add to the line above: --tune ATTENTION_SPACE --constraint "
+    "attention_fits\n"
+    '# Causal: is_causal=True after V, --ref "lambda Q, K, V: sdpa(Q, K, V, is_causal=True)", half the --flops.',
+    "attention",
+    """BATCH, SEQ, HEADS, DIM = 4, 2048, 16, 128
+Q = tb.place(BATCH, SEQ, HEADS, DIM, dtype=torch.float16)
+K = tb.place(BATCH, SEQ, HEADS, DIM, dtype=torch.float16)
+V = tb.place(BATCH, SEQ, HEADS, DIM, dtype=torch.float16)
 
 
-@tilelang.jit
-def matmul(A, B, block_M: int = 128, block_N: int = 128, block_K: int = 32, num_stages: int = 3):
-    M, N, K = T.const("M N K")
-    A: T.Tensor[[M, K], T.float16]
-    B: T.Tensor[[K, N], T.float16]
-    C = T.empty([M, N], T.float16)
-    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
-        A_s = T.alloc_shared([block_M, block_K], T.float16)
-        B_s = T.alloc_shared([block_K, block_N], T.float16)
-        C_l = T.alloc_fragment([block_M, block_N], T.float32)
-        T.clear(C_l)
-        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
-            T.copy(A[by * block_M, k * block_K], A_s)
-            T.copy(B[k * block_K, bx * block_N], B_s)
-            T.gemm(A_s, B_s, C_l)
-        T.copy(C_l, C[by * block_M, bx * block_N])
-    return C
-"""
-
-ATTENTION = '''%%tilelang Q, K, V --ref sdpa --flops "4 * BATCH * HEADS * SEQ * SEQ * DIM"
-BATCH, HEADS, SEQ, DIM = 4, 16, 2048, 128
-sdpa = torch.nn.functional.scaled_dot_product_attention  # the reference
-Q = tb.place(BATCH, HEADS, SEQ, DIM, dtype=torch.float16)
-K = tb.place(BATCH, HEADS, SEQ, DIM, dtype=torch.float16)
-V = tb.place(BATCH, HEADS, SEQ, DIM, dtype=torch.float16)
-
-
-@tilelang.jit
-def attention(Q, K, V, block_M: int = 128, block_N: int = 64, num_stages: int = 2, threads: int = 128):
-    """Flash attention forward (non-causal): softmax(Q K^T / sqrt(dim)) V, one query tile per block."""
-    batch, heads, seq_len, dim = T.const("batch heads seq_len dim")
-    Q: T.Tensor[[batch, heads, seq_len, dim], T.float16]
-    K: T.Tensor[[batch, heads, seq_len, dim], T.float16]
-    V: T.Tensor[[batch, heads, seq_len, dim], T.float16]
-    O = T.empty([batch, heads, seq_len, dim], T.float16)
-    scale = 1.44269504 / T.sqrt(T.float32(dim))  # log2(e) / sqrt(dim): the softmax runs on exp2
-    with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
-        Q_s = T.alloc_shared([block_M, dim], T.float16)
-        K_s = T.alloc_shared([block_N, dim], T.float16)
-        V_s = T.alloc_shared([block_N, dim], T.float16)
-        S = T.alloc_fragment([block_M, block_N], T.float32)
-        P = T.alloc_fragment([block_M, block_N], T.float16)
-        acc = T.alloc_fragment([block_M, dim], T.float32)
-        row_max = T.alloc_fragment([block_M], T.float32)
-        rescale = T.alloc_fragment([block_M], T.float32)
-        row_sum = T.alloc_fragment([block_M], T.float32)
-        denom = T.alloc_fragment([block_M], T.float32)
-
-        T.copy(Q[bz, by, bx * block_M : (bx + 1) * block_M, :], Q_s)
-        T.clear(acc)
-        T.clear(denom)
-        T.fill(row_max, -T.infinity(T.float32))
-        for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=num_stages):
-            T.copy(K[bz, by, k * block_N : (k + 1) * block_N, :], K_s)
-            T.clear(S)
-            T.gemm(Q_s, K_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-            T.copy(row_max, rescale)
-            T.reduce_max(S, row_max, dim=1, clear=False)  # the running max over the tiles so far
-            for i in T.Parallel(block_M):
-                rescale[i] = T.exp2(rescale[i] * scale - row_max[i] * scale)
-            for i, j in T.Parallel(block_M, block_N):
-                S[i, j] = T.exp2(S[i, j] * scale - row_max[i] * scale)
-            T.reduce_sum(S, row_sum, dim=1)
-            for i in T.Parallel(block_M):
-                denom[i] = denom[i] * rescale[i] + row_sum[i]
-            for i, j in T.Parallel(block_M, dim):
-                acc[i, j] *= rescale[i]
-            T.copy(S, P)
-            T.copy(V[bz, by, k * block_N : (k + 1) * block_N, :], V_s)
-            T.gemm(P, V_s, acc, policy=T.GemmWarpPolicy.FullRow)
-        for i, j in T.Parallel(block_M, dim):
-            acc[i, j] /= denom[i]
-        T.copy(acc, O[bz, by, bx * block_M : (bx + 1) * block_M, :])
-    return O
-'''
+def sdpa(Q, K, V, is_causal=False):
+    \"\"\"The reference: torch's SDPA, which takes (batch, heads, seq_len, dim).\"\"\"
+    q, k, v = (t.transpose(1, 2) for t in (Q, K, V))
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=is_causal).transpose(1, 2)
+""",
+)
 
 TEMPLATES: tuple[Template, ...] = (
-    Template("gemm", "GEMM", "Tiled fp16 matrix multiply with a pipelined K loop (C = A @ B).", GEMM),
+    Template(
+        "gemm",
+        "GEMM",
+        "fp16 matrix multiply (C = A @ B) for Hopper: warp-specialized TMA and wgmma, tunable structure.",
+        GEMM,
+    ),
     Template(
         "elementwise", "Elementwise", "Elementwise add of two fp16 matrices, tile by tile.", ELEMENTWISE
     ),
@@ -161,7 +120,7 @@ TEMPLATES: tuple[Template, ...] = (
     Template(
         "attention",
         "Flash Attention",
-        "Flash attention forward: softmax(Q K^T / sqrt(d)) V with an online softmax.",
+        "Flash attention forward for Hopper: an online softmax, warp-specialized TMA and wgmma, causal or not.",
         ATTENTION,
     ),
 )

@@ -351,7 +351,13 @@ def _tune(options: Any, jit: Any, args: tuple, kwargs: dict, values: Any, namesp
             choices[name] = choice_values if hasattr(choice_values, "values") else tune(choice_values)
         except (TypeError, ValueError) as exc:
             raise UsageError(f"%%tilelang: --tune {name!r}: {exc}") from None
+    constraint = _evaluate(options.constraint, namespace, "--constraint")
+    if constraint is not None and not callable(constraint):
+        raise UsageError(
+            f"%%tilelang: --constraint takes a callable (config dict -> bool), got {type(constraint).__name__}"
+        )
     tune_options = {
+        "constraint": constraint,
         "ref": values.ref,
         "flops": values.flops,
         "nbytes": values.nbytes,

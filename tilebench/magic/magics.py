@@ -50,6 +50,12 @@ class TileLangMagics(Magics):
         help='Tune first, over a dict of parameter -> values, e.g. "dict(block_M=[64, 128], block_N=[64, 128])"; '
         "the live dashboard shows it, then the best config is compiled and shown.",
     )
+    @argument(
+        "--constraint",
+        metavar="EXPR",
+        help="With --tune: a callable (config dict -> bool) that keeps the configs worth compiling, e.g. "
+        '\'lambda c: c["block_M"] * c["block_N"] <= 128 * 128\'; the rest are never compiled.',
+    )
     @argument("--strategy", default="grid", help="Search strategy for --tune: grid, random, tpe, cmaes.")
     @argument("--max-configs", type=int, help="At most this many configs for --tune.")
     @argument("--max-seconds", type=float, help="At most this many seconds for --tune.")
@@ -99,8 +105,9 @@ class TileLangMagics(Magics):
         from tilebench.magic.line import parse
 
         options = parse(line, self.tilelang)
-        if options.cluster and options.tune is None:
-            raise UsageError("%%tilelang: --cluster tunes on a cluster; it needs --tune SPACE")
+        for needs_tune in ("cluster", "constraint"):
+            if getattr(options, needs_tune) and options.tune is None:
+                raise UsageError(f"%%tilelang: --{needs_tune} goes with --tune SPACE")
         result = run_cell(self.shell, options, line, cell, display)
         if options.output:
             self.shell.user_ns[options.output] = result

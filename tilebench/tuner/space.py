@@ -45,6 +45,12 @@ def is_choice(value: Any) -> bool:
     return isinstance(value, Choice)
 
 
+def _defaults(signature: inspect.Signature | None) -> dict[str, Any]:
+    if signature is None:
+        return {}
+    return {name: p.default for name, p in signature.parameters.items() if p.default is not p.empty}
+
+
 def _config_value(value: Any) -> Any:
     return value if isinstance(value, _PLAIN) else describe_value(value)
 
@@ -59,11 +65,13 @@ class Space:
         build: Callable[[dict], tuple[tuple, dict]],
         constraint: Callable[[dict], bool] | None = None,
         explicit: list[dict] | None = None,
+        defaults: dict[str, Any] | None = None,
     ) -> None:
         self.params = params
         self.fixed = fixed
         self._build = build
         self.constraint = constraint
+        self._defaults = defaults or {}  # the kernel's own defaults: the constraint sees whole configs
         self._explicit = explicit  # an explicit list of configs (tune_configs), else the full grid
 
     # --- construction --------------------------------------------------------------------------------
@@ -94,7 +102,7 @@ class Space:
             call_kwargs = {k: config.get(k, v) for k, v in kwargs.items()}
             return tuple(call_args), call_kwargs
 
-        return cls(params, fixed, build, constraint)
+        return cls(params, fixed, build, constraint, defaults=_defaults(signature))
 
     @classmethod
     def from_configs(
@@ -142,7 +150,7 @@ class Space:
         def build(config: dict) -> tuple[tuple, dict]:
             return by_config[describe_value(sorted(config.items()))]
 
-        return cls(params, fixed, build, constraint, explicit)
+        return cls(params, fixed, build, constraint, explicit, _defaults(signature))
 
     # --- use ------------------------------------------------------------------------------------------
 
@@ -150,7 +158,7 @@ class Space:
         if self.constraint is None:
             return True
         try:
-            return bool(self.constraint({**self.fixed, **config}))
+            return bool(self.constraint({**self._defaults, **self.fixed, **config}))
         except Exception as exc:
             raise ValueError(
                 f"the constraint raised on config {config}: {type(exc).__name__}: {exc}"

@@ -1,30 +1,29 @@
-"""Attention and GEMM kernels whose Hopper structure is a tunable parameter, beside their tile sizes.
+"""Flash attention forward for Hopper: its structure is tuned beside its tile sizes (a tilebench template).
+
+softmax(Q K^T / sqrt(dim)) V with an online softmax in exp2; Q, K, V and the output are fp16 in the layout
+(batch, seq_len, heads, dim). This file is a module and a `%%tilelang` cell at once: the lab's launcher
+template and notebook 4 hold its text whole.
 
 Structure parameters (compile-time, so each value is its own kernel):
 - `warp_specialized`: True, tilelang's producer/consumer form on sm_90a (a producer warpgroup issuing TMA
   loads against mbarriers, `threads` consumer threads on wgmma); False, one software pipeline of cp.async
-  copies (T.annotate_pass_configs switches tilelang's TL_DISABLE_WARP_SPECIALIZED per call).
-- `epilogue`: "shared" stages the output tile in shared memory and stores it in one TMA/wide copy.
-- `threads`: 128 per consumer warpgroup; attention takes 64 or 128 rows per warpgroup, so block_M 192
-  on 384 threads is three consumer warpgroups beside the producer (tilelang gives them 160 registers).
-- GEMM also: `swizzle` (rasterisation of blocks for L2 reuse), `policy` (the warps' split of the tile).
-Attention masks only the key tiles that need it (those crossing the diagonal, or the sequence's end),
-and a causal grid runs its longest rows first. Layouts: attention tensors are (batch, seq_len, heads,
-dim), as notebook 4's. A manual T.Pipelined order/stage schedule overlapping one tile's Q K^T with the
-last tile's P V is not offered: under tilelang 0.1.15 it gave wrong results on the H100 in every
-structure tried (causal or not, 64 to 192 rows).
+  copies (T.annotate_pass_configs sets tilelang's TL_DISABLE_WARP_SPECIALIZED per call).
+- `threads`: 128 per consumer warpgroup, each taking 64 or 128 rows: block_M 192 on 384 threads is three
+  consumer warpgroups beside the producer (tilelang gives them 160 registers each).
+- `epilogue`: "shared" stages the output tile in shared memory and stores it in one wide copy.
+Only the key tiles crossing the diagonal (causal) or the sequence's end are masked, and a causal grid runs
+its longest rows first. Not offered: a T.Pipelined order/stage schedule overlapping one tile's Q K^T with
+the last tile's P V, which gave wrong results on the H100 under tilelang 0.1.15 in every structure tried.
 """
 
 import tilelang
 import tilelang.language as T
 
-import tilebench as tb
-
 FAST_MATH = {tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True}
 NO_WARP_SPECIALIZATION = tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
 
 
-@tb.jit(pass_configs=FAST_MATH)
+@tilelang.jit(pass_configs=FAST_MATH)
 def attention(
     Q,
     K,
@@ -105,47 +104,6 @@ def attention(
     return O
 
 
-@tb.jit
-def gemm(
-    A,
-    B,
-    block_M: int = 128,
-    block_N: int = 256,
-    block_K: int = 64,
-    num_stages: int = 3,
-    threads: int = 256,
-    swizzle: int = 8,
-    policy: str = "FullRow",
-    warp_specialized: bool = True,
-    epilogue: str = "shared",
-):
-    """C = A @ B in fp16 with an fp32 accumulator."""
-    M, N, K = T.const("M, N, K")
-    A: T.Tensor[[M, K], T.float16]
-    B: T.Tensor[[K, N], T.float16]
-    T.annotate_pass_configs({NO_WARP_SPECIALIZATION: not warp_specialized})
-    C = T.empty((M, N), T.float16)
-    warp_policy = T.GemmWarpPolicy.FullRow if policy == "FullRow" else T.GemmWarpPolicy.Square
-    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-        A_s = T.alloc_shared((block_M, block_K), T.float16)
-        B_s = T.alloc_shared((block_K, block_N), T.float16)
-        C_l = T.alloc_fragment((block_M, block_N), T.float32)
-        if swizzle:
-            T.use_swizzle(panel_size=swizzle)
-        T.clear(C_l)
-        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
-            T.copy(A[by * block_M, k * block_K], A_s)
-            T.copy(B[k * block_K, bx * block_N], B_s)
-            T.gemm(A_s, B_s, C_l, policy=warp_policy)
-        if epilogue == "shared":
-            C_s = T.alloc_shared((block_M, block_N), T.float16)
-            T.copy(C_l, C_s)
-            T.copy(C_s, C[by * block_M, bx * block_N])
-        else:
-            T.copy(C_l, C[by * block_M, bx * block_N])
-    return C
-
-
 ATTENTION_SPACE = dict(
     block_M=[64, 128, 192],
     block_N=[64, 128],
@@ -155,40 +113,17 @@ ATTENTION_SPACE = dict(
     epilogue=["direct", "shared"],
 )
 
-GEMM_SPACE = dict(
-    block_M=[128, 256],
-    block_N=[128, 256],
-    block_K=[64],
-    num_stages=[3, 4],
-    threads=[256],
-    swizzle=[8, 16],
-    policy=["FullRow", "Square"],
-    warp_specialized=[True, False],
-    epilogue=["shared"],
-)
 
-SMEM_BYTES = 227 * 1024  # what one block may opt in to on sm_90a
-
-
-def attention_fits(config: dict, causal: bool = False) -> bool:
-    """Configs worth compiling: 64 or 128 rows per consumer warpgroup, the operand stages plus the staged
-    output within shared memory (dim 128 fp16), and no cp.async pipeline of more than one stage for the
-    causal kernel, whose trip count differs per block: tilelang 0.1.15 fails to compile it there
-    ("Downcast from tirx.Sub to IntImm")."""
-    bm, bn, stages = config["block_M"], config["block_N"], config["num_stages"]
-    if bm not in (64 * (config["threads"] // 128), 128 * (config["threads"] // 128)):
+def attention_fits(config: dict) -> bool:
+    """The configs worth compiling (dim 128): 64 or 128 rows per consumer warpgroup; the operand stages and
+    the staged output within the 227 KiB of shared memory a block may have on sm_90a; and, causal
+    (`is_causal` in the config), no cp.async pipeline of more than one stage: its trip count differs per
+    block, and tilelang 0.1.15 fails to compile it ("Downcast from tirx.Sub to IntImm")."""
+    block_m, block_n, stages = config["block_M"], config["block_N"], config["num_stages"]
+    if block_m not in (64 * (config["threads"] // 128), 128 * (config["threads"] // 128)):
         return False
-    if causal and not config["warp_specialized"] and stages > 1:
+    if config.get("is_causal") and not config["warp_specialized"] and stages > 1:
         return False
-    staged = stages * 2 * bn * 128 * 2 + bm * 128 * 2
-    output = bm * 128 * 2 if config["epilogue"] == "shared" else 0
-    return staged + output <= SMEM_BYTES
-
-
-def gemm_fits(config: dict) -> bool:
-    """Operand stages and the staged output tile within shared memory; at most 128 fp32 accumulators a
-    thread."""
-    bm, bn, bk = config["block_M"], config["block_N"], config["block_K"]
-    staged = config["num_stages"] * (bm * bk + bk * bn) * 2
-    output = bm * bn * 2 if config["epilogue"] == "shared" else 0
-    return max(staged, output) <= SMEM_BYTES and bm * bn <= 128 * config["threads"]
+    staged = stages * 2 * block_n * 128 * 2 + block_m * 128 * 2
+    output = block_m * 128 * 2 if config["epilogue"] == "shared" else 0
+    return staged + output <= 227 * 1024
