@@ -11,7 +11,7 @@
    part). Targets (issue 16): cold with workers warm <= 4 s, fresh process <= 8 s, resumed <= 2 s.
 2. A larger space (block sizes, stages 2-4, threads, swizzle, warp policy, output epilogue through shared
    memory or not), configs that overflow shared memory or registers dropped by a constraint before
-   compiling, under a 120 s budget with TPE: the best found beside torch.matmul (cuBLAS). Target >= 0.97x.
+   compiling, under a 120 s budget with TPE: the best found beside torch.matmul (cuBLAS). Target >= 1.0x.
 Every best kernel is re-timed here with the same timer (median, CUDA events) for a fair comparison.
 Usage: python benchmarks/tune.py [--budget 120] [--skip-tilelang] [--cold-only]
 """
@@ -328,7 +328,8 @@ def main() -> None:
         + "; ".join(f"{cublas / ms:.3f}x" for ms, cublas, _ in retimed)
         + f"; shown: {big_config}"
     )
-    report.note("target: large-space best >= 0.97x cuBLAS")
+    met = "met" if big_cublas_ms / big_ms >= 1.0 else "not met"
+    report.note(f"target: large-space best >= 1.0x cuBLAS: {met} ({big_cublas_ms / big_ms:.3f}x)")
     report.finish()
 
 

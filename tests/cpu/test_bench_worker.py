@@ -118,6 +118,21 @@ def test_a_timeout_kills_the_process_group_and_the_next_job_gets_a_fresh_worker(
     assert whoami(worker)[0] != old
 
 
+def test_close_from_another_thread_ends_a_waiting_job_as_a_crash_not_an_exception(worker):
+    import threading
+
+    whoami(worker)  # started
+    outcome: list = []
+    runner = threading.Thread(target=lambda: outcome.append(worker.run(Sleep(), timeout=30)))
+    runner.start()
+    time.sleep(1.0)  # the job is in the worker, its caller waiting for the reply
+    worker.close()
+    runner.join(15)
+    assert not runner.is_alive()
+    assert len(outcome) == 1 and outcome[0].status == "crash"
+    assert whoami(worker)[0] != os.getpid()  # the next job gets a fresh worker
+
+
 @pytest.mark.parametrize(("how", "reason"), [("segv", "killed by SIGSEGV"), ("exit", "exited with code 3")])
 def test_a_worker_that_dies_is_a_crash_naming_why(worker, how, reason):
     old, _ = whoami(worker)

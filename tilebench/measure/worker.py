@@ -199,11 +199,13 @@ class BenchmarkWorker:
         self._starting = True
 
     def _send(self, payload: Any, label: str, timeout: float) -> BenchResult:
-        assert self._conn is not None
+        conn = self._conn
         start = time.monotonic()
         try:
-            self._conn.send_bytes(payload)
-        except (BrokenPipeError, ConnectionError):
+            if conn is None:  # closed by another thread since this job took the lock
+                raise ConnectionError
+            conn.send_bytes(payload)
+        except OSError:  # a broken pipe, or a connection close() shut meanwhile
             reply = _DIED
         else:
             reply = self._wait(start + timeout)
@@ -220,19 +222,21 @@ class BenchmarkWorker:
         return reply
 
     def _wait(self, deadline: float) -> object:
-        """The worker's next message, or _TIMEOUT, or _DIED."""
-        assert self._conn is not None and self._process is not None
-        handles = [self._conn, self._process.sentinel]
+        """The worker's next message, or _TIMEOUT, or _DIED (also when close() ends it from another thread,
+        which it may do while a job waits here: the job then reads as a crash, never as an exception)."""
+        conn, process = self._conn, self._process
+        if conn is None or process is None:
+            return _DIED
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return _TIMEOUT
-            ready = wait(handles, timeout=min(remaining, _POLL_S))
-            if self._conn in ready or (ready and self._conn.poll(0)):
-                try:
-                    return self._conn.recv()
-                except (EOFError, OSError):
-                    return _DIED
+            try:
+                ready = wait([conn, process.sentinel], timeout=min(remaining, _POLL_S))
+                if conn in ready or (ready and conn.poll(0)):
+                    return conn.recv()
+            except (EOFError, OSError, ValueError):  # ValueError: the handle was closed under us
+                return _DIED
             if ready:  # only the sentinel: the process is gone and sent nothing
                 return _DIED
 
