@@ -290,6 +290,19 @@ async function checkCells(page, panel, name) {
   check(`${name}: no widget error shown in the outputs`, widgetErrors.length === 0, widgetErrors.join(" | "));
 }
 
+/** The DSL marks of the code cell at `index`: CodeMirror renders only the lines in view, so a cell longer
+ *  than the window is scrolled through (its start, middle and end) and the marks of each view gathered. */
+async function dslMarksOf(panel, index) {
+  const cell = panel.locator(".jp-CodeCell").nth(index);
+  const marks = [];
+  for (const block of ["start", "center", "end"]) {
+    await cell.evaluate((el, where) => el.scrollIntoView({ block: where }), block);
+    await sleep(300);
+    marks.push(...(await cell.evaluate((el, mark) => [...el.querySelectorAll(mark)].map((m) => m.textContent), EXTENSION.dslMark)));
+  }
+  return marks;
+}
+
 async function checkTileLangLanguage(panel, name) {
   // The %%tilelang cells (by their source's first line) and one plain code cell.
   const cells = await panel.locator(".jp-CodeCell").evaluateAll((els, sel) =>
@@ -310,6 +323,7 @@ async function checkTileLangLanguage(panel, name) {
   const plain = cells.filter((cell) => !cell.tilelang);
   if (!check(`${name}: has a %%tilelang cell`, tl.length > 0, `${tl.length} of ${cells.length} code cells`)) return;
   const cell = tl[0];
+  cell.dsl = await dslMarksOf(panel, cells.indexOf(cell));
   check(
     `${name}: tilelang language on the %%tilelang cell (${EXTENSION.languageEditor})`,
     cell.marked,
