@@ -48,6 +48,9 @@ def attention(
     with T.Kernel(m_tiles, heads, batch, threads=threads) as (block, by, bz):
         # Causal: the longest rows first, so the last blocks to run are short (less idle tail).
         bx = m_tiles - 1 - block if is_causal else block
+        # Causal: row tiles end at the sequence's end, so a partial tile is the first, the cheapest; it starts
+        # at row 0 and overlaps the next (both write the same rows, the same values).
+        row0 = T.max(0, seq_len - (m_tiles - bx) * block_M) if is_causal else bx * block_M
         Q_s = T.alloc_shared([block_M, dim], T.float16)
         K_s = T.alloc_shared([block_N, dim], T.float16)
         V_s = T.alloc_shared([block_N, dim], T.float16)
@@ -59,22 +62,22 @@ def attention(
         rescale = T.alloc_fragment([block_M], T.float32)
         row_sum = T.alloc_fragment([block_M], T.float32)
         denom = T.alloc_fragment([block_M], T.float32)
-        T.copy(Q[bz, bx * block_M : (bx + 1) * block_M, by, :], Q_s)
+        T.copy(Q[bz, row0 : row0 + block_M, by, :], Q_s)
         T.clear(acc)
         T.clear(denom)
         T.fill(row_max, -T.infinity(T.float32))
         tiles = T.ceildiv(seq_len, block_N)
         partial_tile = not isinstance(seq_len, int) or seq_len % block_N != 0  # int once shapes are known
-        steps = T.min(tiles, T.ceildiv((bx + 1) * block_M, block_N)) if is_causal else tiles
+        steps = T.min(tiles, T.ceildiv(row0 + block_M, block_N)) if is_causal else tiles
         for k in T.Pipelined(steps, num_stages=num_stages):
             T.copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_s)
             # Only the tiles crossing the diagonal (causal) or the sequence's end are masked.
             if not is_causal and not partial_tile:
                 T.clear(S)
-            elif (k + 1) * block_N > (bx * block_M + 1 if is_causal else seq_len):
+            elif (k + 1) * block_N > (row0 + 1 if is_causal else seq_len):
                 for i, j in T.Parallel(block_M, block_N):
                     column = k * block_N + j
-                    visible = column <= bx * block_M + i if is_causal else column < seq_len
+                    visible = column <= row0 + i if is_causal else column < seq_len
                     S[i, j] = T.if_then_else(visible, 0, -T.infinity(T.float32))
             else:
                 T.clear(S)
@@ -98,9 +101,9 @@ def attention(
         if epilogue == "shared":
             O_s = T.alloc_shared([block_M, dim], T.float16)
             T.copy(acc, O_s)
-            T.copy(O_s, O[bz, bx * block_M : (bx + 1) * block_M, by, :])
+            T.copy(O_s, O[bz, row0 : row0 + block_M, by, :])
         else:
-            T.copy(acc, O[bz, bx * block_M : (bx + 1) * block_M, by, :])
+            T.copy(acc, O[bz, row0 : row0 + block_M, by, :])
     return O
 
 
