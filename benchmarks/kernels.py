@@ -184,7 +184,8 @@ def main() -> None:
     if options.only in (None, "gemm"):
         gemm_cases(report, options.budget)
     report.note(
-        "structures: warp-specialized (TMA producer) or cp.async pipeline, consumer warpgroups, epilogue"
+        "structures: warp-specialized (TMA producer) or cp.async pipeline, consumer warpgroups, epilogue,"
+        " GEMM blocks per tile or persistent"
     )
     report.finish()
 

@@ -42,6 +42,22 @@ def test_the_spaces_constraints_keep_configs_worth_compiling():
     assert all(c["warp_specialized"] or c["num_stages"] == 1 for c in causal)
     gemm = [c for c in configs(GEMM.GEMM_SPACE) if GEMM.gemm_fits(c)]
     assert gemm and all(c["block_M"] * c["block_N"] <= 128 * c["threads"] for c in gemm)
+    persistent = [c for c in gemm if c["persistent"]]
+    assert persistent and all(c["warp_specialized"] for c in persistent)
+    # resident blocks keep the staged output beside the operand stages: 4 stages of 128x256x64 do not fit
+    assert {c["num_stages"] for c in persistent if (c["block_M"], c["block_N"]) == (128, 256)} == {3}
+
+
+def test_a_persistent_gemm_keeps_its_blocks_resident_and_loops_over_the_tiles():
+    a = tb.place(4096, 4096, dtype=torch.float16)
+    kernel = templates.kernel("gemm").compile(a, a, num_stages=3, persistent=132)
+    resources = kernel.artifacts().resources
+    assert resources.grid == (132, 1, 1) and resources.threads_per_block == 256 + 128
+    assert not resources.over_limits
+    # 512 tiles of 128 x 256 over 132 blocks: 4 rounds, the producer's TMA loads inside the loop over them
+    source = kernel.cuda_source
+    assert "for (int wave = 0; wave < 4; ++wave)" in source
+    assert source.index("wave < 4") < source.index("tma_load(A_desc")
 
 
 def test_three_consumer_warpgroups_take_192_rows():

@@ -1,5 +1,6 @@
-"""The Hopper attention template (tilebench/templates/attention.py) matches SDPA in the structures its
-space admits, at sequence lengths that leave a partial last tile of rows or of keys."""
+"""The Hopper templates (tilebench/templates/) match the vendor libraries in the structures their spaces
+admit: attention against SDPA at sequence lengths that leave a partial tile of rows or of keys, the GEMM
+against torch.matmul with partial tiles in every dimension, a block per tile or persistent."""
 
 import pytest
 import torch
@@ -8,7 +9,9 @@ import torch.nn.functional as F
 from tilebench import templates
 
 ATTENTION = templates.module("attention")
+GEMM = templates.module("gemm")
 attention = templates.kernel("attention")
+gemm = templates.kernel("gemm")
 
 STRUCTURES = [
     dict(block_M=128, block_N=128, threads=256, num_stages=2, warp_specialized=True, epilogue="shared"),
@@ -28,3 +31,16 @@ def test_attention_matches_sdpa_with_partial_tiles(config, causal):
         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal
     ).transpose(1, 2)
     torch.testing.assert_close(out, ref, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("persistent", [0, 132], ids=["tile-per-block", "persistent"])
+@pytest.mark.parametrize("swizzle", [0, 8])
+def test_gemm_matches_matmul_with_partial_tiles(persistent, swizzle):
+    config = dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, swizzle=swizzle)
+    config.update(warp_specialized=True, epilogue="shared", persistent=persistent)
+    assert GEMM.gemm_fits(config)
+    torch.manual_seed(0)
+    a = torch.randn(3000, 520, dtype=torch.float16, device="cuda")
+    b = torch.randn(520, 2912, dtype=torch.float16, device="cuda")
+    out = gemm(a, b, **config)  # 24 x 12 tiles of 128 x 256: three waves of 132 persistent blocks
+    torch.testing.assert_close(out, (a.float() @ b.float()).half(), rtol=1e-2, atol=5e-2)
