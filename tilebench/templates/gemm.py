@@ -66,7 +66,7 @@ def gemm(
             B_s = T.alloc_shared((block_K, block_N), T.float16)
             C_l = T.alloc_fragment((block_M, block_N), T.float32)
             C_s = T.alloc_shared((block_M, block_N), T.float16) if epilogue == "shared" else None
-            # tiles in panels of `swizzle` rows of tiles, as T.use_swizzle orders blocks
+            # tiles taken in panels of `swizzle` rows of tiles, for L2 reuse
             order = T.PersistentTileScheduler(
                 m_tiles, n_tiles, num_workers=persistent, swizzle_size=max(swizzle, 1), column_major=False,
                 stateful=False,
