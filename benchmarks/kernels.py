@@ -3,7 +3,8 @@
 Attention forward, B8 S4096 H32 D128 fp16, non-causal and causal, against torch SDPA; GEMM 4096^3 and
 8192^3 fp16 against torch.matmul (cuBLAS). Each kernel (tilebench/templates/) is tuned by
 tilebench (checked against the vendor result, TPE within --budget seconds); the tuner's best three are
-re-timed here between vendor timings (the median of 7 rounds), the chosen one again on its own.
+re-timed here between vendor timings (the median of 7 rounds), the chosen one again on its own;
+`rounds` gives the lowest and highest of its 7 ratios, the noise a single ratio carries.
 Target: >= 1.0x for all four.
 Usage: python benchmarks/kernels.py [--budget 45] [--only attention|gemm]
 """
@@ -43,9 +44,10 @@ def fastest(result, count: int = 3) -> list:
     return sorted((r for r in result.records if r.status == "ok"), key=lambda r: r.median_ms)[:count]
 
 
-def ratio_rounds(run_kernel, run_vendor, rounds: int = ROUNDS) -> tuple[float, float]:
-    """(kernel ms, vendor ms) of the round with the median ratio; each round times the vendor, the
-    kernel and the vendor again, so the clock's drift (power, heat) between rounds cancels."""
+def ratio_rounds(run_kernel, run_vendor, rounds: int = ROUNDS) -> tuple[float, float, str]:
+    """(kernel ms, vendor ms) of the round with the median ratio, and the rounds' lowest and highest
+    ratios as text; each round times the vendor, the kernel and the vendor again, so the clock's drift
+    (power, heat) between rounds cancels."""
     from tilebench.measure.timer import time_call
 
     timed = []
@@ -54,25 +56,28 @@ def ratio_rounds(run_kernel, run_vendor, rounds: int = ROUNDS) -> tuple[float, f
         ms = time_call(run_kernel, warmup=20, rep=100)
         after = time_call(run_vendor, warmup=20, rep=100)
         timed.append((ms, (before + after) / 2))
-    return sorted(timed, key=lambda t: t[1] / t[0])[len(timed) // 2]
+    timed.sort(key=lambda t: t[1] / t[0])
+    ms, vendor_ms = timed[len(timed) // 2]
+    spread = f"{timed[0][1] / timed[0][0]:.3f}-{timed[-1][1] / timed[-1][0]:.3f}"
+    return ms, vendor_ms, spread
 
 
-def retime(compile_best, run_vendor, finalists) -> tuple[float, float, dict]:
-    """(kernel ms, vendor ms, config) of the finalist with the best median ratio, timed again on its
-    own after the choice, so the number printed is not the luckiest of the finalists' timings."""
+def retime(compile_best, run_vendor, finalists) -> tuple[float, float, str, dict]:
+    """(kernel ms, vendor ms, the rounds' ratio range, config) of the finalist with the best median
+    ratio, timed again on its own after the choice, so the number printed is not the luckiest of the
+    finalists' timings."""
 
     def speedup(kernel) -> float:
-        ms, vendor_ms = ratio_rounds(kernel, run_vendor)
+        ms, vendor_ms, _ = ratio_rounds(kernel, run_vendor)
         return vendor_ms / ms
 
     kernels = [(compile_best(record.config), record.config) for record in finalists]
     chosen, config = max(kernels, key=lambda kernel_config: speedup(kernel_config[0]))
-    ms, vendor_ms = ratio_rounds(chosen, run_vendor)
-    return ms, vendor_ms, config
+    return (*ratio_rounds(chosen, run_vendor), config)
 
 
 def row(report, case: str, result, flops: float, retimed) -> None:
-    ms, vendor_ms, config = retimed
+    ms, vendor_ms, spread, config = retimed
     counts = {s: sum(1 for r in result.records if r.status == s) for s in {r.status for r in result.records}}
     report.row(
         case=case,
@@ -81,6 +86,7 @@ def row(report, case: str, result, flops: float, retimed) -> None:
         tflops=flops / ms / 1e9,
         vendor_tflops=flops / vendor_ms / 1e9,
         vs_vendor=vendor_ms / ms,
+        rounds=spread,
         target=TARGET,
         met="yes" if vendor_ms / ms >= TARGET else "no",
     )
@@ -124,7 +130,7 @@ def attention_cases(report, budget: float) -> None:
             lambda sdpa=sdpa: sdpa(Q, K, V),
             finalists,
         )
-        out = _bound(attention, (Q, K, V), dict(best[2], is_causal=causal))()
+        out = _bound(attention, (Q, K, V), dict(best[-1], is_causal=causal))()
         error = (out.float() - sdpa(Q, K, V).float()).abs().max().item()
         row(report, f"attention {'causal' if causal else 'non-causal'} vs SDPA", result, flops, best)
         report.note(f"attention causal={causal}: max abs error vs SDPA {error:.2e}")
