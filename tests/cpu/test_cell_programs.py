@@ -235,3 +235,45 @@ def test_compile_takes_t_const_values_by_keyword():
     assert double.compile(N=2048, block=256) is kernel
     partial = double.partial(N=1024)
     assert partial.compile().specs[0].shape == (1024,)
+
+
+PASS_CONFIGS_PER_CONFIG = """
+import tilelang
+import tilelang.language as T
+
+NO_WS = tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
+CONFIGS = [{"block_M": 64, "pass_configs": {NO_WS: flag}} for flag in (True, False)]
+
+
+@tilelang.autotune(configs=CONFIGS)
+@tilelang.jit(out_idx=[-1])
+def matmul(M, N, K, block_M=128, block_N=128, block_K=32):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_K, block_N), "float16")
+            C_l = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * block_M, bx * block_N])
+
+    return main
+
+
+kernel = matmul(512, 512, 512)
+"""
+
+
+def test_autotune_configs_with_pass_configs_compile_each_under_its_own(ip):
+    """`pass_configs` in an `@autotune` config (tilelang's reserved key) is no argument of the kernel: the
+    config compiles under it, and the tuned kernel is the chosen config's."""
+    with pytest.warns(UserWarning, match="compile-only"):
+        ip.run_cell_magic("tilelang", "-o per_config_passes", PASS_CONFIGS_PER_CONFIG)
+    kernel, configs = ip.user_ns["kernel"], ip.user_ns["CONFIGS"]
+    assert kernel.config in configs
+    warp_specialized = not kernel.config["pass_configs"][ip.user_ns["NO_WS"]]
+    assert ("mbarrier" in kernel.get_kernel_source()) == warp_specialized

@@ -193,3 +193,57 @@ def test_a_script_that_tunes_without_a_main_guard_stops_at_once_and_says_why(tmp
     assert time.monotonic() - started < 120  # one failed start, not one per config
     records = RecordStore(tmp_path / "records.sqlite").records(kernel="double")
     assert [r.status for r in records] == ["skipped"], records
+
+
+def test_a_configs_pass_configs_compile_it_under_them_and_resume_as_one_record(tmp_path):
+    """tilelang's reserved autotune key: `pass_configs` in a config is no kernel argument; that config
+    compiles under the kernel's pass configs updated with it, and its record keeps the dict by value."""
+    import tilelang
+    from kernels import SM90A, gemm
+
+    from tilebench.tuner.api import make_options
+    from tilebench.tuner.result import CallArgs
+
+    no_warp_specialization = tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
+    configs = [{"block_M": 64, "pass_configs": {no_warp_specialization: flag}} for flag in (True, False)]
+    store = RecordStore(tmp_path / "records.sqlite")
+
+    def tune(order):
+        tuner = tb.AutoTuner.from_kernel(kernel=gemm, configs=order).set_compile_args(
+            target=SM90A, out_idx=[-1]
+        )
+        tuner.options = make_options(store=store, progress=None)
+        return tuner.run()
+
+    with pytest.warns(UserWarning, match="compile-only"):  # no GPU: a compiled config stands in
+        result = tune(configs)
+    assert [r.status for r in result.records] == ["skipped", "skipped"]
+    assert result.config in configs
+    warp_specialized = not result.config["pass_configs"][no_warp_specialization]
+    assert ("mbarrier" in result.libcode) == warp_specialized
+    tuned = result.tune_result
+    sources = {
+        record.config["pass_configs"]: tuned.compile_best(
+            CallArgs(tuned.name, *tuned.make_call(record.config))
+        )
+        .get_kernel_source()
+        .lower()
+        for record in tuned.records
+    }
+    assert len(sources) == 2  # the dict, described by value
+    assert sorted("mbarrier" in text and "cp_async" not in text for text in sources.values()) == [False, True]
+    # a GPU run measured both (same key): the warp-specialized one faster
+    store.add_records(
+        [
+            Record(
+                r.config,
+                "ok",
+                median_ms=0.01 if "mbarrier" in sources[r.config["pass_configs"]] else 0.02,
+                key=r.key,
+            )
+            for r in tuned.records
+        ]
+    )
+    fresh = [{"block_M": 64, "pass_configs": {no_warp_specialization: flag}} for flag in (False, True)]
+    again = tune(fresh)  # new dicts, equal by value: the stored records answer for them
+    assert again.tune_result.resumed == 2 and again.config == fresh[0] and "mbarrier" in again.libcode

@@ -13,6 +13,11 @@ def describe_value(value: Any, depth: int = 0) -> str:
         return repr(value)[:1000]
     if isinstance(value, (tuple, list)) and depth < 2 and len(value) <= 64:
         return type(value).__name__ + "(" + ",".join(describe_value(v, depth + 1) for v in value) + ")"
+    if isinstance(value, dict) and depth < 2 and len(value) <= 64:  # pass_configs in a tuning config
+        items = sorted(
+            f"{describe_value(k, depth + 1)}:{describe_value(v, depth + 1)}" for k, v in value.items()
+        )
+        return "dict(" + ",".join(items) + ")"
     shape = getattr(value, "shape", None)
     if shape is not None and hasattr(value, "dtype"):
         device = getattr(value, "device", None)

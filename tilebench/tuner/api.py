@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tilebench.tuner.config_options import compile_call, kernel_for_call
 from tilebench.tuner.protocol import TunableKernel
 from tilebench.tuner.result import CallArgs, TuneResult
 from tilebench.tuner.session import TuneOptions, TuneSession
@@ -185,12 +186,13 @@ class AutoTuned:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         call_args, call_kwargs, chosen = self._best(args, kwargs)
-        return self._with_tuning(self.jit(*call_args, **call_kwargs), chosen)
+        jit, call_kwargs = kernel_for_call(self.jit, call_kwargs)
+        return self._with_tuning(jit(*call_args, **call_kwargs), chosen)
 
     def compile(self, *args: Any, **kwargs: Any) -> Any:
         """The compiled kernel of the best config for this call (tuning first if needed)."""
         call_args, call_kwargs, chosen = self._best(args, kwargs)
-        return self._with_tuning(self.jit.compile(*call_args, **call_kwargs), chosen)
+        return self._with_tuning(compile_call(self.jit, call_args, call_kwargs), chosen)
 
     def _with_tuning(self, out: Any, chosen: tuple[TuneResult, dict] | None) -> Any:
         """A compiled kernel (a lazy kernel's call returns one) carries its tuning's outcome, as tilelang's

@@ -161,6 +161,7 @@ class AutoTuner:
     def run(self, warmup: float = 25, rep: float = 100, timeout: float = 30, **_: Any) -> AutotuneResult:
         """Tune every config; records go to the store (a second run answers from it)."""
         from tilebench.tuner.api import chosen_config, compile_only_stand_in, record_tuning, tune_calls
+        from tilebench.tuner.config_options import compile_call
 
         kernel = self._kernel()
         args, kwargs = self.call
@@ -177,7 +178,7 @@ class AutoTuner:
                 f"Auto-tuning failed: no config of {kernel.__name__} compiled and passed its check "
                 f"({tuned.num_errors} failed); see result.records of tb.records(kernel={kernel.__name__!r})"
             )
-        compiled = kernel.compile(*call[0], **call[1])
+        compiled = compile_call(kernel, *call)
         ref_latency = self._ref_latency(compiled, options) if best is not None else None
         record_tuning(compiled, tuned, chosen_config(configs, call[1]), options, ref_latency)
         return AutotuneResult(

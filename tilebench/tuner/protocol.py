@@ -38,3 +38,6 @@ class TunableKernel(Protocol):
 
     def runtime_args(self, *args: Any, **kwargs: Any) -> tuple:
         """An eager call's tensors, in order (their shapes and dtypes describe the inputs)."""
+
+    def with_options(self, **changes: Any) -> TunableKernel:
+        """The same kernel function under changed compile options (pass_configs merge over its own)."""

@@ -16,6 +16,7 @@ from typing import Any
 from tilebench.cluster.errors import ClusterLost, check_cluster_option
 from tilebench.store import RETRYABLE_STATUSES, Record, RecordStore, config_hash, default_store
 from tilebench.store.liveness import Heartbeat
+from tilebench.tuner.config_options import compile_call, kernel_for_call
 from tilebench.tuner.dispatch import Candidate, check_devices
 from tilebench.tuner.protocol import TunableKernel
 from tilebench.tuner.result import TuneResult
@@ -252,7 +253,7 @@ class TuneSession:
             seconds=time.monotonic() - started,
             resumed=self.resumed,
             make_call=self.space.call_for,
-            compile_best=lambda call: self.jit.compile(*call.args, **call.kwargs),
+            compile_best=lambda call: compile_call(self.jit, call.args, call.kwargs),
         )
 
     def _known(self) -> dict[str, Record]:
@@ -302,7 +303,6 @@ class TuneSession:
         from tilebench.kernel.param_checks import compile_values_problem
 
         sink = _BatchSink(self, observers, should_stop)
-        kwargs = self.jit.options.tilelang_kwargs(self.target)
         todo: list[Candidate] = []
         for index, config in enumerate(batch):
             stored = known.get(config_hash(config))
@@ -312,15 +312,17 @@ class TuneSession:
                 continue
             args, kwargs_of_call = self.space.call_for(config)
             try:
+                jit, kwargs_of_call = kernel_for_call(self.jit, kwargs_of_call)
                 # a value TVM would crash on (block_M=None) must be refused before elaboration
-                problem = compile_values_problem(self.jit, args, kwargs_of_call)
+                problem = compile_values_problem(jit, args, kwargs_of_call)
                 if problem is not None:
                     raise problem
-                prim_func = self.jit.get_tir(*args, **kwargs_of_call)
+                prim_func = jit.get_tir(*args, **kwargs_of_call)
             except Exception as exc:  # an invalid config is a record, not a failed run
                 record = Record(dict(config), "compile_error", f"elaboration: {readable_error(exc)}")
                 sink.outcomes[index] = self._keep(record, observers)
                 continue
+            kwargs = jit.options.tilelang_kwargs(self.target)
             todo.append(Candidate(index, config, CompileRequest.from_func(prim_func, kwargs, str(index))))
         if todo:
             self.executor.run(todo, sink)
@@ -358,8 +360,9 @@ class TuneSession:
         if self.jit.mode != "eager":
             return None
         args, kwargs = self.space.call_for(config)
+        jit, kwargs = kernel_for_call(self.jit, kwargs)
         spec = []
-        for value in self.jit.runtime_args(*args, **kwargs):
+        for value in jit.runtime_args(*args, **kwargs):
             shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
             if shape is None or dtype is None:
                 return None
