@@ -277,3 +277,41 @@ def test_autotune_configs_with_pass_configs_compile_each_under_its_own(ip):
     assert kernel.config in configs
     warp_specialized = not kernel.config["pass_configs"][ip.user_ns["NO_WS"]]
     assert ("mbarrier" in kernel.get_kernel_source()) == warp_specialized
+
+
+def test_a_program_that_exits_ends_there_and_a_failing_status_is_an_error_at_its_line(ip):
+    from tilebench.magic.cell import TileLangCellError
+
+    ip.run_cell_magic("tilelang", "", "before_exit = 1\nimport sys\nsys.exit(0)\nafter_exit = 2\n")
+    assert ip.user_ns["before_exit"] == 1 and "after_exit" not in ip.user_ns  # as a script would
+    with pytest.raises(TileLangCellError, match="the program exited with status 3") as info:
+        ip.run_cell_magic("tilelang", "", "x = 1\nimport sys\nsys.exit(3)\n")
+    assert info.value.report.cell_line == 4  # the editor's numbering: the magic line is 1
+
+
+TESTING_MAIN = """
+import sys
+from IPython.testing.globalipapp import start_ipython
+
+ip = start_ipython()
+ip.run_line_magic("load_ext", "tilebench")
+try:
+    ip.run_cell_magic("tilelang", "", "import tilelang.testing\\n\\ndef test_one():\\n    pass\\n\\ntilelang.testing.main()\\n")
+except Exception as exc:
+    print("RAISED", type(exc).__name__, exc.report.cell_line, exc)
+"""
+
+
+def test_tilelang_testing_main_in_a_cell_says_to_call_the_tests(tmp_path):
+    """tilelang's test files end in tilelang.testing.main(), which runs pytest on the program's file: a
+    cell has no file, so the cell says so (before, pytest's exit status escaped the magic unexplained).
+    In a child process: pytest is not run inside this test run."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "TILEBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run(
+        [sys.executable, "-c", TESTING_MAIN], capture_output=True, text=True, timeout=300, env=env
+    ).stdout
+    assert "RAISED TileLangCellError 7 " in out, out
+    assert "tilelang.testing.main() runs pytest on the program's own file" in out

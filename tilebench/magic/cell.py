@@ -167,6 +167,9 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
         ):
             try:
                 exec(compile(tree, filename, "exec", dont_inherit=True), namespace)
+            except SystemExit as exc:  # sys.exit(0) ends the program, as in a script; another status fails
+                if exc.code not in (None, 0):
+                    raise exit_error(exc) from None
             except Exception as exc:
                 if not needs_device(exc):
                     raise
@@ -207,6 +210,20 @@ def program_argv(filename: str) -> Iterator[None]:
         yield
     finally:
         sys.argv = saved
+
+
+def exit_error(exit: SystemExit) -> RuntimeError:
+    """A program's exit with a failing status, as an error at the line that exited (a cell's program ends
+    itself, never the notebook's kernel)."""
+    frames = traceback.extract_tb(exit.__traceback__)
+    if any("tilelang/testing" in frame.filename.replace("\\", "/") for frame in frames):
+        text = (
+            f"tilelang.testing.main() runs pytest on the program's own file and a cell has none (pytest "
+            f"exited with status {exit.code}): call the test functions in the cell instead"
+        )
+    else:
+        text = f"the program exited with status {exit.code!r}"
+    return RuntimeError(text).with_traceback(exit.__traceback__)
 
 
 def needs_device(error: BaseException) -> bool:
