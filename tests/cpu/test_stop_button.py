@@ -88,3 +88,8 @@ def test_stop_button_stops_a_tune_while_its_cell_runs(kernel, cache_dir):
     assert RecordStore(cache_dir / "records.sqlite").run_status(run_id) == "stopped"
     # the kernel is fine afterwards and runs cells again
     assert _value(kernel, "1 + 1") == "2"
+    # running the stopped cell again tunes again (a new run), never replays the stopped one from memory
+    _run(kernel, cell, timeout=300)
+    assert _value(kernel, "tuned.cached") == "False"
+    assert _value(kernel, "tuned.tune.status") == "'done'"
+    assert _value(kernel, "tuned.tune.run_id") != repr(run_id)

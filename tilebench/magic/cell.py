@@ -194,7 +194,10 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
             result.run = Measurement("skipped", "not launched: " + "; ".join(problems))
         else:
             result.run = _run(options, result, namespace)
-    if not result.programs and stopped is None:  # a program's own output is not replayed from memory
+    # a program's own output is not replayed from memory, nor a tune that was stopped or failed: running
+    # the cell again resumes it
+    finished = result.tune is None or result.tune.status == "done"
+    if not result.programs and stopped is None and finished:
         MEMORY.put(key, ({name: namespace[name] for name in names if name in namespace}, result))
     return result
 
@@ -332,7 +335,8 @@ def _compile_chosen(
             args, kwargs = best.args, best.kwargs
         elif _compile_only(result.tune):
             result.note = (
-                f"compile-only: {len(result.tune.records)} configs compiled, none timed (no CUDA device); "
+                f"compile-only: {sum(r.status == 'skipped' for r in result.tune.records)} configs compiled, "
+                "none timed (no CUDA device); "
                 "showing the kernel with the call's own parameters"
             )
         else:
