@@ -150,6 +150,19 @@ def test_this_process_runs_stay_running(tmp_path):
     assert store.run_status(run_id) == "stopped"
 
 
+def test_a_run_of_a_live_process_that_stopped_beating_reads_died(tmp_path):
+    """A tune whose store refused its final status leaves its row "running" while the notebook lives on;
+    without heartbeats for STALE_AFTER_S it reads died (the sidebar shows no ghost run)."""
+    store = RecordStore(tmp_path / "records.sqlite")
+    silent, beating = store.start_run("gemm"), store.start_run("gemm")
+    with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as conn:
+        conn.execute(
+            "UPDATE runs SET heartbeat = ? WHERE run_id = ?", (time.time() - STALE_AFTER_S - 1, silent)
+        )
+    assert {r.run_id: r.status for r in store.runs()} == {silent: "died", beating: "running"}
+    assert store.request_stop(silent) is False and stored_row(store, silent)["status"] == "died"
+
+
 def test_the_heartbeat_thread_refreshes_a_running_run_until_stopped(tmp_path):
     store = RecordStore(tmp_path / "records.sqlite")
     run_id = store.start_run("gemm")

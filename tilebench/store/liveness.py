@@ -2,7 +2,8 @@
 
 A run stores its host, pid and a heartbeat (time.time() of its last sign of life). On the same host the pid
 decides (a process that is gone or a zombie has died); from another host only the heartbeat can, so a run
-whose heartbeat is older than STALE_AFTER_S counts as died. `Heartbeat` refreshes it from a thread.
+whose heartbeat is older than STALE_AFTER_S counts as died, as does one on this host whose process lives
+on without beating (its final status could not be written). `Heartbeat` refreshes it from a thread.
 """
 
 from __future__ import annotations
@@ -54,10 +55,11 @@ def _proc_state(pid: int) -> str | None:
 def process_gone(
     host: str | None, pid: int | None, heartbeat: float | None, now: float | None = None
 ) -> bool:
-    """True when the process of a run stored with this host, pid and heartbeat is no longer there."""
-    if host == this_host() and pid is not None:
-        return not pid_alive(pid)
+    """True when the process of a run stored with this host, pid and heartbeat is no longer there, or is
+    there but silent for STALE_AFTER_S (its run ended without the store taking the final status)."""
     now = time.time() if now is None else now
+    if host == this_host() and pid is not None:
+        return not pid_alive(pid) or (heartbeat is not None and now - heartbeat > STALE_AFTER_S)
     return heartbeat is None or now - heartbeat > STALE_AFTER_S
 
 

@@ -237,8 +237,13 @@ class TuneSession:
         finally:
             self.executor.close()
             heartbeat.stop()
-            self.store.finish_run(run_id, status)
-            observers.on_finish(status)
+            try:
+                self.store.finish_run(run_id, status)
+            except Exception:
+                if status != "failed":  # else the run's own error, on its way already, says more
+                    raise
+            finally:
+                observers.on_finish(status)
         if status == "stopped":
             print(
                 f"tilebench: tuning {self.name} stopped; {len(self.records)} records kept (re-run to resume)"
