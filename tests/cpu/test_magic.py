@@ -129,6 +129,13 @@ def test_kernel_without_arguments_is_defined_not_compiled(ip):
         ("A, B --flops 2*undefined_size", "--flops '2\\*undefined_size' failed: NameError"),
         ("A, B --bytes \"'many'\"", "--bytes must be a positive number"),
         ("A, B --inputs (", "--inputs '\\(' is not a Python expression"),
+        ("A, B --flops \"float('nan')\"", "--flops must be a positive number, got nan"),
+        ("A, B --flops 1e400", "--flops must be a positive number, got inf"),
+        ("A, B --timeout -5", "--timeout: must be a positive number, got '-5'"),
+        ("A, B --timeout nan", "--timeout: must be a positive number, got 'nan'"),
+        ("A, B --rtol nan", "--rtol: must be a finite number >= 0, got 'nan'"),
+        ("A, B --atol -0.5", "--atol: must be a finite number >= 0"),
+        ("A, B --max-seconds inf", "--max-seconds: must be a positive number"),
     ],
 )
 def test_bad_options_raise_usage_error(ip, line, match):

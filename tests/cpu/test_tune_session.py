@@ -128,6 +128,31 @@ def test_get_tune_configs_and_bad_tuning_calls():
         S.gemm.tune(A, B, block_M=tb.tune([64]), tune_options={"budget": 3})
     with pytest.raises(ValueError, match="max_configs must be a positive number"):
         S.gemm.tune(A, B, block_M=tb.tune([64]), tune_options={"max_configs": 0})
+    with pytest.raises(TypeError, match="tune_options must be a dict or tb.TuneOptions"):
+        S.gemm.tune(A, B, block_M=tb.tune([64]), tune_options="grid")
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"max_seconds": float("nan")}, "max_seconds must be a positive number, got nan"),
+        ({"timeout_s": float("nan")}, "timeout_s must be a positive number"),
+        ({"compile_timeout_s": float("inf")}, "compile_timeout_s must be a positive number"),
+        ({"max_configs": 1.5}, "max_configs must be a whole number"),
+        ({"warmup": -5}, "warmup must be a finite number >= 0"),
+        ({"rep": float("inf")}, "rep must be a finite number >= 0"),
+        ({"rep": 0}, "rep must be a finite number >= 0"),
+        ({"rtol": float("nan")}, "rtol must be a finite number >= 0"),
+    ],
+)
+def test_tuning_numbers_that_are_nan_infinite_or_of_the_wrong_kind_are_refused_by_name(options, match):
+    with pytest.raises(ValueError, match=match):
+        tb.TuneOptions(**options)
+
+
+def test_no_limits_and_exact_checks_stay_allowed():
+    options = tb.TuneOptions(max_seconds=float("inf"), warmup=0, atol=0, rtol=0, max_mismatched_ratio=0)
+    assert options.max_seconds == float("inf") and options.warmup == 0
 
 
 def test_timing_backend_and_supply_prog_are_checked_up_front():

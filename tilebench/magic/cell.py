@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import inspect
+import math
 import sys
 import time
 import traceback
@@ -101,7 +102,7 @@ class _LineValues:
 def _number(value: Any, what: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise UsageError(f"%%tilelang: {what} must be a positive number, got {value!r}")
     return float(value)
 

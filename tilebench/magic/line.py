@@ -10,11 +10,28 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
 from typing import Any
 
 from IPython.core.error import UsageError
 
 _PAIRS = {"(": ")", "[": "]", "{": "}"}
+
+
+def positive_number(text: str) -> float:
+    """An option's value that must be a finite number above 0 (--timeout, --max-seconds)."""
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def tolerance(text: str) -> float:
+    """A check's tolerance: a finite number >= 0 (--rtol, --atol)."""
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
 
 
 def words(line: str) -> list[str]:

@@ -8,6 +8,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
+from tilebench.magic.line import positive_number, tolerance
+
 
 @magics_class
 class TileLangMagics(Magics):
@@ -40,8 +42,8 @@ class TileLangMagics(Magics):
     )
     @argument("--compile-flags", help="Extra nvcc flags, one string: '-O3 --use_fast_math'.")
     @argument("--ref", help="Reference callable to check against and time beside, e.g. 'lambda A, B: A @ B'.")
-    @argument("--rtol", type=float, help="Relative tolerance of the check (default by dtype).")
-    @argument("--atol", type=float, help="Absolute tolerance of the check (default by dtype).")
+    @argument("--rtol", type=tolerance, help="Relative tolerance of the check (default by dtype).")
+    @argument("--atol", type=tolerance, help="Absolute tolerance of the check (default by dtype).")
     @argument("--flops", help="FLOPs of one call (an expression), to report TFLOP/s.")
     @argument("--bytes", help="Bytes moved by one call (an expression), to report GB/s.")
     @argument(
@@ -58,7 +60,7 @@ class TileLangMagics(Magics):
     )
     @argument("--strategy", default="grid", help="Search strategy for --tune: grid, random, tpe, cmaes.")
     @argument("--max-configs", type=int, help="At most this many configs for --tune.")
-    @argument("--max-seconds", type=float, help="At most this many seconds for --tune.")
+    @argument("--max-seconds", type=positive_number, help="At most this many seconds for --tune.")
     @argument(
         "--cluster",
         metavar="ADDR",
@@ -68,7 +70,7 @@ class TileLangMagics(Magics):
     @argument("--no-run", action="store_true", help="Compile and inspect only.")
     @argument(
         "--timeout",
-        type=float,
+        type=positive_number,
         default=120.0,
         metavar="SECONDS",
         help="The Run tab's limit: a kernel still running after it is stopped (timeout) (default 120).",

@@ -19,6 +19,10 @@ def make_options(options: TuneOptions | dict | None = None, **more: Any) -> Tune
     """TuneOptions from an instance, a dict and/or keywords; unknown names are refused by name."""
     # not dataclasses.asdict: it deep-copies every value (a Dask Client, a store)
     is_options = isinstance(options, TuneOptions)
+    if not (is_options or options is None or isinstance(options, dict)):
+        raise TypeError(
+            f"tune_options must be a dict or tb.TuneOptions (e.g. {{'strategy': 'tpe'}}), got {options!r}"
+        )
     values = {n: getattr(options, n) for n in _OPTION_NAMES} if is_options else dict(options or {})
     values.update(more)
     unknown = sorted(set(values) - _OPTION_NAMES)

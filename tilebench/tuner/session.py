@@ -9,6 +9,7 @@ The notebook process elaborates and records; it never runs a candidate.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -60,10 +61,14 @@ class TuneOptions:
     def __post_init__(self) -> None:
         for name in ("max_configs", "max_seconds", "early_stop", "timeout_s", "compile_timeout_s"):
             value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
-            ):
+            if value is not None and not _positive(value, finite=name != "max_seconds"):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if self.max_configs is not None and not isinstance(self.max_configs, int):
+            raise ValueError(f"max_configs must be a whole number of configs, got {self.max_configs!r}")
+        for name in ("warmup", "rep", "rtol", "atol", "max_mismatched_ratio"):
+            value = getattr(self, name)
+            if not (_positive(value) or (value == 0 and name != "rep")):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         from tilebench.measure.timer import TIMING_BACKENDS
 
         if self.backend not in TIMING_BACKENDS:
@@ -85,6 +90,13 @@ class TuneOptions:
                 "devices and device choose this host's GPUs; with a cluster each GPU worker measures on its "
                 f"own GPU: leave them out (got devices={self.devices!r}, device={self.device!r})"
             )
+
+
+def _positive(value: Any, finite: bool = True) -> bool:
+    """A number (not a bool) above 0, and not NaN; infinite only where `finite` is False (no limit)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        return False
+    return not finite or math.isfinite(value)
 
 
 def _notebook_path() -> str | None:
