@@ -160,3 +160,35 @@ def test_over_limits_names_what_a_block_cannot_have() -> None:
         "300 registers per thread > 255",
         "2048 threads per block > 1024",
     ]
+
+
+def _staged_copy(size: int, grid: int) -> Any:
+    T = tilelang().language
+
+    @T.prim_func
+    def staged(A: T.Tensor((128,), "float32")):
+        with T.Kernel(grid, threads=128) as bx:
+            S = T.alloc_shared((size,), "float32")
+            for i in T.Parallel(128):
+                S[i] = A[i]
+            for i in T.Parallel(128):
+                A[i] = S[i] + 1.0
+
+    return staged
+
+
+@pytest.mark.parametrize(
+    "size, grid, problem",
+    [
+        (-1, 1, "shared memory -4 bytes: a buffer's size is negative or overflowed"),
+        (128, 0, "grid (0, 1, 1) has no blocks in a dimension"),
+        (128, -2, "grid (-2, 1, 1) has no blocks in a dimension"),
+    ],
+)
+def test_a_negative_buffer_or_an_empty_grid_compiles_but_is_flagged_as_unlaunchable(
+    size, grid, problem
+) -> None:
+    import tilebench as tb
+
+    resources = tb.jit(_staged_copy, target=SM90A).compile(size, grid).artifacts().resources
+    assert any(p.startswith(problem) for p in resources.over_limits), resources.over_limits

@@ -287,6 +287,10 @@ def test_a_program_that_exits_ends_there_and_a_failing_status_is_an_error_at_its
     with pytest.raises(TileLangCellError, match="the program exited with status 3") as info:
         ip.run_cell_magic("tilelang", "", "x = 1\nimport sys\nsys.exit(3)\n")
     assert info.value.report.cell_line == 4  # the editor's numbering: the magic line is 1
+    factory = "import sys\nimport tilelang\n\n@tilelang.jit\ndef k(N):\n    sys.exit(2)\n"
+    with pytest.raises(TileLangCellError, match="exited with status 2") as info:
+        ip.run_cell_magic("tilelang", "-k k 64", factory)  # the magic compiles k(64): its factory exits
+    assert info.value.report.cell_line == 7
 
 
 TESTING_MAIN = """

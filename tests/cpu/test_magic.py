@@ -136,6 +136,8 @@ def test_kernel_without_arguments_is_defined_not_compiled(ip):
         ("A, B --rtol nan", "--rtol: must be a finite number >= 0, got 'nan'"),
         ("A, B --atol -0.5", "--atol: must be a finite number >= 0"),
         ("A, B --max-seconds inf", "--max-seconds: must be a positive number"),
+        ("A, B -o 'not a name'", "-o takes a variable name, got 'not a name'"),
+        ("A, B -o class", "-o takes a variable name, got 'class'"),
     ],
 )
 def test_bad_options_raise_usage_error(ip, line, match):

@@ -438,6 +438,8 @@ def _finish_resources(res: Resources, arch: str | None, errors: dict[str, str]) 
     blocks, limiter = occupancy(arch, res.registers_per_thread, res.smem_bytes, res.threads_per_block)
     res.occupancy_blocks_per_sm, res.occupancy_limiter = blocks, limiter
     res.over_limits = over_limits(arch, res.registers_per_thread, res.smem_bytes, res.threads_per_block)
+    if res.grid is not None and min(res.grid) <= 0:
+        res.over_limits.append(f"grid {res.grid} has no blocks in a dimension (a non-positive size?)")
     if blocks is None:
         errors["occupancy"] = f"no SM limits known for {arch} or no thread count"
     else:

@@ -59,6 +59,8 @@ def over_limits(arch: str, registers: int | None, smem_bytes: int | None, thread
     """What a kernel uses beyond what one block may have on `arch` (it compiles, but cannot launch)."""
     limits = SM_LIMITS.get(re.sub(r"[af]$", "", arch))
     problems = []
+    if smem_bytes is not None and smem_bytes < 0:
+        problems.append(f"shared memory {smem_bytes} bytes: a buffer's size is negative or overflowed")
     if smem_bytes is not None and limits is not None and smem_bytes > limits.smem_per_block:
         problems.append(
             f"shared memory {smem_bytes / 1024:.1f} KiB > {limits.smem_per_block / 1024:.0f} KiB, "

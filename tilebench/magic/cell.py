@@ -184,6 +184,9 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
     except Exception as exc:
         _restore(namespace, saved)
         _fail(exc, filename, cell, display)
+    except SystemExit as exc:  # from a kernel function the magic called while compiling
+        _restore(namespace, saved)
+        _fail(exit_error(exc), filename, cell, display)
     except BaseException:
         _restore(namespace, saved)
         raise

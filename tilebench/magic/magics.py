@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import keyword
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -110,6 +111,8 @@ class TileLangMagics(Magics):
         for needs_tune in ("cluster", "constraint"):
             if getattr(options, needs_tune) and options.tune is None:
                 raise UsageError(f"%%tilelang: --{needs_tune} goes with --tune SPACE")
+        if options.output and not (options.output.isidentifier() and not keyword.iskeyword(options.output)):
+            raise UsageError(f"%%tilelang: -o takes a variable name, got {options.output!r}")
         result = run_cell(self.shell, options, line, cell, display)
         if options.output:
             self.shell.user_ns[options.output] = result
