@@ -304,3 +304,16 @@ def test_tilelangs_own_call_path_runs_checked_calls_on_this_cpu():
         kernel(3, None)
     with pytest.raises(TypeError, match=r"add_int_scalar\(\) got an unexpected keyword argument 'Z'"):
         kernel(3, Z=x)
+
+
+def test_placeholders_that_contradict_each_other_are_refused_when_compiling():
+    """tilelang takes each T.const dim from the first tensor naming it: a second placeholder with another
+    K (or dtype) compiled a kernel of other shapes without a word; the real tensors were refused only later."""
+    A = tb.place(512, 256, dtype=torch.float16)
+    assert S.gemm.compile(A, tb.place(256, 512, dtype=torch.float16)) is not None
+    with pytest.raises(
+        ValueError, match=r"argument 'B' \(input 1\) expects shape \(256, 512\), got \(1024, 512\)"
+    ):
+        S.gemm.compile(A, tb.place(1024, 512, dtype=torch.float16))
+    with pytest.raises(TypeError, match="argument 'B' .* expects dtype float16, got float32"):
+        S.gemm.compile(A, tb.place(256, 512, dtype=torch.float32))

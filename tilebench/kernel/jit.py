@@ -19,6 +19,7 @@ from tilebench.kernel.binder import freeze_key, make_binder, make_key_parser, ma
 from tilebench.kernel.compiled import Kernel, PartialKernel
 from tilebench.kernel.param_checks import check_call
 from tilebench.kernel.placeholders import is_placeholder
+from tilebench.kernel.validate import placeholder_problem
 from tilebench.measure.timer import time_call
 
 _LIVE: weakref.WeakSet[JIT] = weakref.WeakSet()
@@ -127,7 +128,7 @@ class JIT:
         if self._binder is None:  # a signature the binder cannot mirror: tilelang binds every call
             key, runtime_args = elaborator.template_key(args, kwargs)
             kernel = self._by_key.get(key) or self._compile_key(key, args, kwargs)
-            return kernel, tuple(runtime_args.values())
+            return kernel, _placeholders_fit(kernel, tuple(runtime_args.values()))
         compile_values, runtime = self._binder(*args, **kwargs)
         key, _ = elaborator.template_key(args, kwargs)
         unknown = elaborator.unknown_keywords(args, kwargs)
@@ -137,6 +138,7 @@ class JIT:
                 f"it is neither a parameter nor a T.const symbol of the kernel"
             )
         kernel = self._by_key.get(key) or self._compile_key(key, args, kwargs)
+        _placeholders_fit(kernel, runtime)
         readers = elaborator.shape_readers(args, kwargs)
         if readers is not None and not any(is_placeholder(v) for v in runtime):
             try:
@@ -392,6 +394,15 @@ class JIT:
 
     def __repr__(self) -> str:
         return f"<tilebench.jit {self.__name__} mode={self._mode or 'unknown yet'}>"
+
+
+def _placeholders_fit(kernel: Kernel, runtime: tuple) -> tuple:
+    """`runtime`, once no placeholder among it contradicts the shapes the kernel was compiled for."""
+    if any(is_placeholder(v) for v in runtime):
+        problem = placeholder_problem(kernel.name, kernel.specs, runtime)
+        if problem is not None:
+            raise problem
+    return runtime
 
 
 def _prim_func_name(func: Any) -> str:

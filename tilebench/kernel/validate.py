@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tilebench.compiler.schema import ParamSpec
-from tilebench.kernel.placeholders import is_placeholder
+from tilebench.kernel.placeholders import Placeholder, is_placeholder
 from tilebench.kernel.pointers import device_memory_problem, needed_bytes
 
 _TORCH_NAMES = {"bool": "bool", "float": "float32", "half": "float16", "double": "float64"}
@@ -182,9 +182,16 @@ class _Checker:
             return self.address(spec, where, int(value))
         if not isinstance(value, torch.Tensor):
             return TypeError(f"{where} expects a torch.Tensor of {spec.dtype}, got {shown(value)}")
-        problem = tensor_kind_problem(where, value)
+        problem = tensor_kind_problem(where, value) or self.shape(spec, where, value)
         if problem is not None:
             return problem
+        problem = self.strides(spec, value)
+        if problem:
+            return ValueError(f"{where} {problem}")
+        return None
+
+    def shape(self, spec: ParamSpec, where: str, value: Any) -> Exception | None:
+        """A tensor's (or placeholder's) dtype and shape against the parameter's."""
         if _dtype_name(value.dtype) != spec.dtype:
             return TypeError(f"{where} expects dtype {spec.dtype}, got {_dtype_name(value.dtype)}")
         if value.dim() != len(spec.shape):
@@ -198,9 +205,6 @@ class _Checker:
                 return ValueError(
                     f"{where} expects shape {tuple(spec.shape)}, got {tuple(value.shape)}: {problem}"
                 )
-        problem = self.strides(spec, value)
-        if problem:
-            return ValueError(f"{where} {problem}")
         return None
 
     def placement(self, spec: ParamSpec, position: int, value: Any) -> Exception | None:
@@ -293,6 +297,20 @@ def diagnose(
         problem = checker.placement(spec, position, value) if spec.kind == "tensor" else None
         if problem is not None:
             return problem
+    return None
+
+
+def placeholder_problem(kernel: str, specs: Sequence[ParamSpec], args: Sequence[Any]) -> Exception | None:
+    """The first placeholder among a compile's `args` whose dtype or shape contradicts the kernel's
+    parameters: tilelang takes each T.const dim from the first tensor naming it, so a contradicting
+    placeholder would otherwise compile a kernel of other shapes without a word."""
+    checker = _Checker(kernel, "cuda")
+    inputs = [s for s in specs if not s.is_output]
+    for position, (spec, value) in enumerate(zip(inputs, args)):
+        if spec.kind == "tensor" and isinstance(value, Placeholder):  # tb.place (a TVM buffer says no more)
+            problem = checker.shape(spec, checker.where(spec, position), value)
+            if problem is not None:
+                return problem
     return None
 
 
