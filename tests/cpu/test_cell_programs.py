@@ -319,3 +319,36 @@ def test_tilelang_testing_main_in_a_cell_says_to_call_the_tests(tmp_path):
     ).stdout
     assert "RAISED TileLangCellError 7 " in out, out
     assert "tilelang.testing.main() runs pytest on the program's own file" in out
+
+
+JIT_KERNEL_CONSTRUCTED = """
+import tilelang
+import tilelang.language as T
+
+
+def double(N, block=128):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                B[bx * block + i] = A[bx * block + i] * 2.0
+
+    return main
+
+
+kernel = tilelang.JITKernel(double(4096), out_idx=-1, target="cuda")
+source = kernel.get_kernel_source()
+"""
+
+
+def test_a_jit_kernel_constructed_in_a_cell_is_compiled_by_tilebench(ip):
+    """`tilelang.JITKernel(func, out_idx=..., target="cuda")` (tilelang's docs construct kernels so) goes
+    through the cell's compile as `tilelang.compile` does: tilebench's target (sm_90a here, where tilelang
+    would pick sm_50 without a GPU and fail in nvcc) and a kernel the cell shows."""
+    import tilelang
+
+    ip.run_cell_magic("tilelang", "-o constructed", JIT_KERNEL_CONSTRUCTED)
+    kernel = ip.user_ns["kernel"]
+    assert isinstance(kernel, Kernel) and not isinstance(kernel, tilelang.JITKernel)
+    assert "__global__" in ip.user_ns["source"] and "sm_90a" in str(kernel.target)
+    assert [r.kernel for r in ip.user_ns["constructed"].programs] == [kernel]

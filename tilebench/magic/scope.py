@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
+import inspect
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -208,7 +209,7 @@ def views(
 
     cell_jit.__doc__ = jit.__doc__
     cell_compile.__doc__ = compile_like_tilelang.__doc__
-    jit_kernel = _cell_jit_kernel_class()
+    jit_kernel = _cell_jit_kernel_class(cell_compile)
     jit_names = {
         "jit": cell_jit,
         "compile": cell_compile,
@@ -230,17 +231,34 @@ def views(
     return known
 
 
-@functools.cache
-def _cell_jit_kernel_class() -> type:
+def _cell_jit_kernel_class(cell_compile: Callable[..., Any]) -> type:
     """tilelang's JITKernel as a cell sees it: a subclass that tilebench's kernels are instances of too,
-    so a program's `isinstance(kernel, JITKernel)` holds for the kernels its cell compiled."""
+    so a program's `isinstance(kernel, JITKernel)` holds for the kernels its cell compiled; constructing
+    one (`JITKernel(func, out_idx=..., target="cuda")`) compiles through the cell's `tilelang.compile`."""
     from tilelang.jit.kernel import JITKernel
 
     from tilebench.kernel.compiled import Kernel
 
+    signature = inspect.signature(JITKernel.__init__)
+    compile_options = (
+        "execution_backend",
+        "target",
+        "target_host",
+        "verbose",
+        "pass_configs",
+        "compile_flags",
+    )
+
     class JITKernelMeta(type(JITKernel)):
         def __instancecheck__(cls, value: Any) -> bool:
             return isinstance(value, (JITKernel, Kernel))
+
+        def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+            given = signature.bind(None, *args, **kwargs).arguments
+            if given.get("func") is None or given.get("from_database") or given.get("backend_context"):
+                return super().__call__(*args, **kwargs)  # tilelang's own ways in (its kernel cache)
+            options = {name: given[name] for name in compile_options if name in given}
+            return cell_compile(given["func"], given.get("out_idx"), **options)
 
     namespace = {
         "__module__": JITKernel.__module__,
