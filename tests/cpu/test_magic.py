@@ -176,6 +176,11 @@ def test_tilebench_line_magic(ip):
     assert "memory_kernels" in ip.run_line_magic("tilebench", "cache")
     with pytest.raises(UsageError, match="unknown command"):
         ip.run_line_magic("tilebench", "bogus")
+    with pytest.raises(UsageError, match="%tilebench info takes nothing more, got '--bogus'"):
+        ip.run_line_magic("tilebench", "info --bogus")
+    with pytest.raises(UsageError, match="%tilebench runs takes at most a kernel name, got 'x y'"):
+        ip.run_line_magic("tilebench", "runs x y")
+    assert "best_config" in ip.run_line_magic("tilebench", "runs no_such_kernel").columns  # empty, with columns
 
 
 def test_tune_option_without_a_gpu_compiles_every_config_and_shows_the_default(ip):

@@ -58,6 +58,10 @@ def records(shell: Any, words: list[str]) -> Any:
     return frame(kernel=words[0] if words else None)
 
 
+RUN_COLUMNS = ["run_id", "kernel", "status", "progress", "configs", "resumed", "best_ms", "best_config"]
+RUN_COLUMNS += ["target", "host", "pid"]
+
+
 def runs(shell: Any, words: list[str]) -> Any:
     """`%tilebench runs [KERNEL]`: the tuning runs in the store, newest first ("died": its process is gone)."""
     import pandas as pd
@@ -80,9 +84,10 @@ def runs(shell: Any, words: list[str]) -> Any:
         }
         for r in default_store().runs(kernel=words[0] if words else None)
     ]
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
+TAKES_A_KERNEL = ("records", "runs")  # the rest take no word after the command
 COMMANDS: dict[str, Callable[[Any, list[str]], Any]] = {
     "info": info,
     "cache": cache,

@@ -124,12 +124,16 @@ class TileLangMagics(Magics):
 
         Versions and target; the kernel cache; clearing it; stored tuning records or runs as DataFrames.
         """
-        from tilebench.magic.commands import COMMANDS
+        from tilebench.magic.commands import COMMANDS, TAKES_A_KERNEL
 
         words = line.split()
-        command = COMMANDS.get(words[0] if words else "info")
+        name = words[0] if words else "info"
+        command = COMMANDS.get(name)
         if command is None:
             raise UsageError(f"%tilebench: unknown command {line!r}; use one of: {', '.join(COMMANDS)}")
+        if len(words) - 1 > TAKES_A_KERNEL.count(name):
+            takes = "at most a kernel name" if name in TAKES_A_KERNEL else "nothing more"
+            raise UsageError(f"%tilebench {name} takes {takes}, got {' '.join(words[1:])!r}")
         return command(self.shell, words[1:])
 
 
