@@ -279,3 +279,88 @@ def test_the_same_lambda_written_anywhere_is_one_reference():
     in_a_cell = dict(ref=lambda A, B: A @ B)["ref"]  # noqa: E731 (as a notebook passes it)
     assert fingerprint_with_reads(on_a_magic_line) == fingerprint_with_reads(in_a_cell)
     assert fingerprint_with_reads(in_a_cell) != fingerprint_with_reads(lambda A, B: A + B)
+
+
+# Two closures of one factory, a partial and a frozenset, all read by the kernel
+CAPTURES = """
+import functools
+
+import tilelang.language as T
+
+import tilebench as tb
+
+MODES = frozenset({"alpha", "beta", "gamma", "delta", "epsilon"})
+
+
+def make_scale(k):
+    @T.macro
+    def scale(x):
+        return x * k
+
+    return scale
+
+
+first_scale = make_scale(2.0)
+second_scale = make_scale(3.0)
+
+
+def blocks(n, block):
+    return (n + block - 1) // block
+
+
+grid = functools.partial(blocks, block=128)
+
+
+@tb.jit(out_idx=[-1])
+def double(n: int, block: int = 128):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(grid(n), threads=block) as bx:
+            for i in T.Parallel(block):
+                B[bx * block + i] = second_scale(first_scale(A[bx * block + i])) if "alpha" in MODES else 0.0
+
+    return main
+
+
+def reference(a):
+    return a * 6.0
+"""
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("second_scale = make_scale(3.0)", "second_scale = make_scale(5.0)"),  # the second closure's capture
+        ("first_scale = make_scale(2.0)", "first_scale = make_scale(5.0)"),
+        ("functools.partial(blocks, block=128)", "functools.partial(blocks, block=64)"),  # a bound argument
+    ],
+)
+def test_what_closures_capture_and_partials_bind_is_in_the_key(tmp_path, old, new):
+    """Two closures of one factory share a name: each is its own part, its captured value in its
+    fingerprint (the second one's edit was not in the key, so its records answered for the new value)."""
+    before, after = key_of(load(tmp_path, CAPTURES)), key_of(load(tmp_path, CAPTURES.replace(old, new)))
+    assert before.digest() != after.digest()
+    assert set(before.diff(after)) == {"dependencies"}
+
+
+def test_a_frozenset_the_kernel_reads_keys_alike_in_every_process(tmp_path):
+    """Its elements' order follows string hashing, which differs by process: the key sorts them."""
+    folder = tmp_path / "frozen"
+    folder.mkdir()
+    (folder / "tunekernel.py").write_text(CAPTURES)
+    code = (
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "import importlib.util\nfrom test_tuning_key import key_of\n"
+        f"spec = importlib.util.spec_from_file_location('tunekernel', {str(folder / 'tunekernel.py')!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "print(key_of(module).digest())\n"
+    )
+    digests = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        digests.add(done.stdout.strip().splitlines()[-1])
+    assert len(digests) == 1

@@ -12,6 +12,7 @@ walked: its version is a part of its own.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import dis
@@ -19,6 +20,7 @@ import enum
 import functools
 import hashlib
 import inspect
+import itertools
 import re
 import subprocess
 import sysconfig
@@ -238,8 +240,39 @@ def _describe_plain(value: Any) -> str:
     """A constant by repr (a long one by hash), an enum by name: the same text in every process."""
     if isinstance(value, enum.Enum):
         return f"{type(value).__qualname__}.{value.name}"
-    text = repr(value)
+    text = _plain_text(value)
     return text if len(text) <= 200 else f"{type(value).__name__}:{_hash(text)}"
+
+
+def _plain_text(value: Any) -> str:
+    """repr, but a frozenset's elements sorted (their order follows string hashing, which differs by process)."""
+    if isinstance(value, frozenset):
+        return "frozenset({" + ", ".join(sorted(map(_plain_text, value))) + "})"
+    if isinstance(value, tuple):
+        inner = ", ".join(map(_plain_text, value))
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    return repr(value)
+
+
+def _captured(function: types.FunctionType) -> list[Any]:
+    """A closure's captured values and its defaults (those of a nested function can differ per closure)."""
+    if not function.__closure__:
+        return []
+    captured = []
+    for cell in function.__closure__:
+        with contextlib.suppress(ValueError):  # an empty cell: assigned after the function was made
+            captured.append(cell.cell_contents)
+    named = [part for item in sorted((function.__kwdefaults__ or {}).items()) for part in item]
+    return [*captured, *(function.__defaults__ or ()), *named]
+
+
+def _bound(value: Any) -> list[Any]:
+    """The arguments partials bind around a callable, outermost first."""
+    bound = []
+    while isinstance(value, functools.partial):
+        bound += [*value.args, *(part for item in sorted(value.keywords.items()) for part in item)]
+        value = value.func
+    return bound
 
 
 def _innermost(value: Any) -> Any:
@@ -336,19 +369,40 @@ class _Walker:
     def __init__(self) -> None:
         self.parts: dict[str, str] = {}
         self.walked: set[int] = set()
+        self.added: set[int] = set()
+        self.open: set[int] = set()  # functions being fingerprinted: a recursive closure ends here
 
     def fingerprint(self, value: Any) -> str:
-        """A hash of the value's own code, having walked what it reads; a library callable's name."""
+        """A hash of the value's own code, having walked what it reads; a library callable's name. A
+        closure's captured values and a partial's bound arguments are its own: two closures of one factory
+        differ by them."""
         inner = _innermost(value)
         if is_prim_func(inner):
             return _hash(inner.script())
         if not isinstance(inner, types.FunctionType) or _is_library(inner):
             return f"lib:{_qualified_name(inner)}"  # its library's version is a key part of its own
+        if id(inner) in self.open:
+            return "recursive"
         if id(inner) not in self.walked:
             self.walked.add(id(inner))
             for label, read in _reads(inner):
                 self.add(label, read)
-        return _hash(_source(inner))
+        self.open.add(id(inner))
+        try:
+            own = [self._value(v) for v in (*_captured(inner), *_bound(value))]
+        finally:
+            self.open.discard(id(inner))
+        source = _source(inner)
+        return _hash(source) if not own else _hash("\0".join([source, *own]))
+
+    def _value(self, value: Any) -> str:
+        """What a captured value or bound argument adds to a fingerprint: constants by value, code by its
+        fingerprint, other objects by their type only (their identity differs in every process)."""
+        if _is_constant(value) or isinstance(value, enum.Enum):
+            return _describe_plain(value)
+        if callable(value) and not isinstance(value, type):
+            return f"code:{self.fingerprint(value)}"
+        return f"object:{_qualified_name(type(value))}"
 
     def describe(self, value: Any) -> str:
         """A call argument: code by fingerprint (its reads walked like the kernel's), the rest by value."""
@@ -363,8 +417,11 @@ class _Walker:
         (modules, classes, tensors) are not part of the key."""
         if _is_constant(value) or isinstance(value, enum.Enum):
             self.parts[label] = _describe_plain(value)
-        elif callable(value) and not isinstance(value, type):
-            name = _qualified_name(_innermost(value))
-            if name not in self.parts:
-                self.parts[name] = "..."  # stands in while walking: breaks cycles of mutual recursion
-                self.parts[name] = self.fingerprint(value)
+        elif callable(value) and not isinstance(value, type) and id(value) not in self.added:
+            self.added.add(id(value))  # breaks cycles of mutual recursion
+            name = label = _qualified_name(_innermost(value))
+            for n in itertools.count(2):  # another object of the same name (a closure of one factory)
+                if label not in self.parts:
+                    break
+                label = f"{name}<{n}>"
+            self.parts[label] = self.fingerprint(value)
