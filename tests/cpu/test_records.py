@@ -229,6 +229,25 @@ def test_the_run_tracks_its_best_ok_record_and_progress(store):
     assert run.status == "stopped" and run.finished >= run.started
 
 
+def test_a_runs_best_ranks_only_the_gpu_model_most_of_its_records_came_from(store):
+    """As TuneResult.best: an H200's 0.5 ms beside three H100 timings is not the run's best."""
+    from tilebench.tuner.result import TuneResult
+
+    run_id = start(store, total=4)
+    measured = [("NVIDIA H100", 1.0), ("NVIDIA H200", 0.5), ("NVIDIA H100", 1.2), ("NVIDIA H100", 1.1)]
+    for index, (gpu, ms) in enumerate(measured):
+        store.add_record(Record({"b": index}, "ok", median_ms=ms, run_id=run_id, gpu=gpu))
+    run = store.run(run_id)
+    records = store.records(run_id=run_id)
+    result = TuneResult("gemm", run_id, run.key, "done", records, ["b"], 0.0, 0, lambda c: ((), c))
+    assert (
+        (run.best_latency_ms, run.best_config) == (1.0, {"b": 0}) == (result.best_latency, result.best_config)
+    )
+    resumed_run = start(store, total=4)  # a later run answering from these records ranks them alike
+    store.add_resumed(resumed_run, records)
+    assert store.run(resumed_run).best_config == {"b": 0}
+
+
 def test_runs_newest_first_filtered_by_kernel(store):
     first = start(store)
     time.sleep(0.01)

@@ -406,13 +406,22 @@ def _insert(conn: sqlite3.Connection, record: Record) -> None:
 
 
 def _move_best(conn: sqlite3.Connection, run_id: str, record: Record) -> None:
-    """Make record the run's best when it is a timed ok record faster than the best so far."""
-    if record.status == "ok" and record.median_ms is not None:
-        conn.execute(
-            "UPDATE runs SET best_latency_ms = ?, best_config_json = ? "
-            "WHERE run_id = ? AND (best_latency_ms IS NULL OR best_latency_ms > ?)",
-            (record.median_ms, canonical_json(record.config), run_id, record.median_ms),
-        )
+    """After a timed ok record, the run's best: its fastest timed ok record on the GPU model most of them
+    were measured on, as TuneResult.best has it (latencies of different models are never ranked together)."""
+    if record.status != "ok" or record.median_ms is None:
+        return
+    rows = conn.execute(
+        "SELECT gpu, median_ms, config_json FROM records WHERE status = 'ok' AND median_ms IS NOT NULL "
+        "AND (run_id = ? OR id IN (SELECT record_id FROM resumed WHERE run_id = ?)) ORDER BY id",
+        (run_id, run_id),
+    ).fetchall()
+    models = [row["gpu"] for row in rows]
+    model = max(dict.fromkeys(models), key=models.count)
+    best = min((row for row in rows if row["gpu"] == model), key=lambda row: row["median_ms"])
+    conn.execute(
+        "UPDATE runs SET best_latency_ms = ?, best_config_json = ? WHERE run_id = ?",
+        (best["median_ms"], best["config_json"], run_id),
+    )
 
 
 def _loads(text: str | None) -> Any:
