@@ -136,3 +136,22 @@ def test_a_foreign_file_at_the_store_path_is_a_json_500_naming_it(server, store)
         store.path.unlink()
         aside.rename(store.path)
     assert server.json("/tilebench/runs")
+
+
+def test_a_store_another_process_holds_answers_503_busy_at_once_and_reads_go_on(server, store):
+    """A long write elsewhere (a tune, a script) makes Stop answer a JSON 503 "busy" within the server's
+    short wait, not a 500 with corrupt-file advice after 30 s, while the runs list still reads (WAL)."""
+    run_id = store.start_run("gemm")
+    with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as holder:
+        holder.execute("BEGIN IMMEDIATE")  # another process's write transaction
+        try:
+            started = time.monotonic()
+            status, error = json_error(server, f"/tilebench/runs/{run_id}/stop", method="POST")
+            assert status == 503 and "Record store busy" in error and "corrupt" not in error, error
+            assert time.monotonic() - started < 15
+            assert run_id in [run["run_id"] for run in server.json("/tilebench/runs")]
+        finally:
+            holder.execute("ROLLBACK")
+    status, text = server.get(f"/tilebench/runs/{run_id}/stop", method="POST")
+    assert (status, _strict_json(text)["status"]) == (200, "stopping")
+    store.finish_run(run_id, "stopped")

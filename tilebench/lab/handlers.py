@@ -22,7 +22,7 @@ from jupyter_server.utils import url_path_join
 
 from tilebench.lab.templates import templates
 from tilebench.store.schema import Record, RunInfo
-from tilebench.store.store import RecordStoreError, default_store
+from tilebench.store.store import RecordStore, RecordStoreBusy, RecordStoreError, default_store
 
 AUTH_RESOURCE = "tilebench"
 MAX_LIMIT = 1000
@@ -48,8 +48,17 @@ def record_json(record: Record) -> dict[str, Any]:
     return plain(dataclasses.asdict(record))
 
 
+SERVER_BUSY_S = 3.0  # a store another process holds longer answers 503 at once, not after 30 s
+
+
+def server_store() -> RecordStore:
+    """The default store, waiting at most SERVER_BUSY_S for another process's write: a long write elsewhere
+    (a tune, a script) must not hold every request of the sidebar for half a minute."""
+    return RecordStore(default_store().path, busy_timeout_s=SERVER_BUSY_S)
+
+
 def list_runs(kernel: str | None, status: str | None, limit: int) -> list[dict[str, Any]]:
-    store = default_store()
+    store = server_store()
     if not store.path.exists():  # nothing tuned yet: a GET creates no store
         return []
     return [run_json(run) for run in store.runs(kernel, status=status, limit=limit)]
@@ -57,7 +66,7 @@ def list_runs(kernel: str | None, status: str | None, limit: int) -> list[dict[s
 
 def list_records(run_id: str, limit: int | None) -> list[dict[str, Any]] | None:
     """The run's records in insertion order, or None when there is no such run."""
-    store = default_store()
+    store = server_store()
     if not store.path.exists() or store.run(run_id) is None:
         return None
     return [record_json(record) for record in store.records(run_id=run_id, limit=limit)]
@@ -106,6 +115,8 @@ class _Handler(APIHandler):
     async def in_thread(self, function: Any, *args: Any) -> Any:
         try:
             return await asyncio.to_thread(function, *args)
+        except RecordStoreBusy as error:
+            raise tornado.web.HTTPError(503, "%s", error) from error
         except RecordStoreError as error:
             raise tornado.web.HTTPError(500, "%s", error) from error
 
@@ -137,7 +148,7 @@ class RecordsHandler(_Handler):
 
 def stop_run(run_id: str) -> str | None:
     """Ask a running run to stop; its status afterwards, or None when there is no such run."""
-    store = default_store()
+    store = server_store()
     if not store.path.exists():
         return None
     store.request_stop(run_id)

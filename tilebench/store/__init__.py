@@ -27,7 +27,13 @@ from tilebench.store.schema import (
     config_hash,
     tuning_key,
 )
-from tilebench.store.store import RecordStore, RecordStoreError, RecordStoreWarning, default_store
+from tilebench.store.store import (
+    RecordStore,
+    RecordStoreBusy,
+    RecordStoreError,
+    RecordStoreWarning,
+    default_store,
+)
 
 if TYPE_CHECKING:
     import pandas
@@ -39,6 +45,7 @@ __all__ = [
     "STATUSES",
     "Record",
     "RecordStore",
+    "RecordStoreBusy",
     "RecordStoreError",
     "RecordStoreWarning",
     "RunInfo",

@@ -41,6 +41,10 @@ class RecordStoreError(RuntimeError):
     """The record store's SQLite file could not be opened, read or written, or is not a tilebench store."""
 
 
+class RecordStoreBusy(RecordStoreError):
+    """Another process held the store's write lock for longer than the busy timeout; nothing is lost."""
+
+
 class RecordStoreWarning(UserWarning):
     """A stored row could not be read (malformed JSON) and was left out."""
 
@@ -53,8 +57,9 @@ _INSERT = (
 class RecordStore:
     """Tuning runs and their per-config records in one SQLite file (WAL, one connection per operation)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], busy_timeout_s: float = 30.0) -> None:
         self.path = Path(path).expanduser()
+        self.busy_timeout_s = busy_timeout_s  # how long a call waits for another process's write
 
     def __repr__(self) -> str:
         return f"RecordStore({str(self.path)!r})"
@@ -64,6 +69,11 @@ class RecordStore:
     # -----------------------------------------------------------------------
 
     def _error(self, error: BaseException) -> RecordStoreError:
+        if isinstance(error, sqlite3.OperationalError) and any(w in str(error) for w in ("locked", "busy")):
+            return RecordStoreBusy(
+                f"Record store busy at {self.path}: another process held it for over {self.busy_timeout_s:g} s "
+                f"({error}); nothing is lost, try again once it lets go"
+            )
         return RecordStoreError(
             f"Record store failure at {self.path}: {error}. Use a file on a local filesystem (set "
             "TILEBENCH_CACHE_DIR to move it); if the file is corrupt, move it aside with no tuning run "
@@ -78,7 +88,7 @@ class RecordStore:
             with contextlib.suppress(FileExistsError):  # a new store is a 0600 file (its -wal, -shm follow)
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE))
             # isolation_level=None: no implicit transactions; writes say BEGIN IMMEDIATE themselves.
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None)
         except (OSError, sqlite3.Error) as error:
             raise self._error(error) from error
         try:
