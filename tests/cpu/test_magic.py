@@ -180,7 +180,9 @@ def test_tilebench_line_magic(ip):
         ip.run_line_magic("tilebench", "info --bogus")
     with pytest.raises(UsageError, match="%tilebench runs takes at most a kernel name, got 'x y'"):
         ip.run_line_magic("tilebench", "runs x y")
-    assert "best_config" in ip.run_line_magic("tilebench", "runs no_such_kernel").columns  # empty, with columns
+    assert (
+        "best_config" in ip.run_line_magic("tilebench", "runs no_such_kernel").columns
+    )  # empty, with columns
 
 
 def test_tune_option_without_a_gpu_compiles_every_config_and_shows_the_default(ip):
