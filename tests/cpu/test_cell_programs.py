@@ -7,7 +7,7 @@ import pytest
 from IPython import get_ipython
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
-from magic_cells import LAZY_AND_PRIM
+from magic_cells import EAGER_GEMM, LAZY_AND_PRIM
 
 import tilebench as tb
 from tilebench.kernel.compiled import Kernel
@@ -143,11 +143,9 @@ def test_star_imports_give_the_modules_names_with_tilebenchs_own(ip):
     assert language is tilelang.language and supply is tilelang.TensorSupplyType
 
 
-FROM_JIT_MODULE = """
+SCALE_FACTORY = """
 import tilelang
 import tilelang.language as T
-from tilelang.jit import jit, compile as tl_compile, JITKernel
-from tilelang.jit.kernel import JITKernel as KernelClass
 
 
 def scale(N, block=128):
@@ -158,12 +156,19 @@ def scale(N, block=128):
                 B[bx * block + i] = A[bx * block + i] * 2.0
 
     return main
+"""
 
+FROM_JIT_MODULE = (
+    SCALE_FACTORY
+    + """
+from tilelang.jit import jit, compile as tl_compile, JITKernel
+from tilelang.jit.kernel import JITKernel as KernelClass
 
 by_jit = jit(out_idx=[-1])(scale)(1024)
 by_compile = tl_compile(scale(2048), out_idx=[-1])
 kinds = [isinstance(k, c) for k in (by_jit, by_compile) for c in (JITKernel, KernelClass, tilelang.JITKernel)]
 """
+)
 
 
 def test_tilelang_jit_module_names_are_tilebenchs_and_its_kernels_are_jit_kernels(ip):
@@ -237,35 +242,16 @@ def test_compile_takes_t_const_values_by_keyword():
     assert partial.compile().specs[0].shape == (1024,)
 
 
-PASS_CONFIGS_PER_CONFIG = """
-import tilelang
-import tilelang.language as T
-
+PASS_CONFIGS_PER_CONFIG = (
+    """
 NO_WS = tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
 CONFIGS = [{"block_M": 64, "pass_configs": {NO_WS: flag}} for flag in (True, False)]
-
-
-@tilelang.autotune(configs=CONFIGS)
-@tilelang.jit(out_idx=[-1])
-def matmul(M, N, K, block_M=128, block_N=128, block_K=32):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
-            A_s = T.alloc_shared((block_M, block_K), "float16")
-            B_s = T.alloc_shared((block_K, block_N), "float16")
-            C_l = T.alloc_fragment((block_M, block_N), "float32")
-            T.clear(C_l)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
-                T.copy(A[by * block_M, k * block_K], A_s)
-                T.copy(B[k * block_K, bx * block_N], B_s)
-                T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C[by * block_M, bx * block_N])
-
-    return main
-
-
-kernel = matmul(512, 512, 512)
 """
+    + EAGER_GEMM.replace("@tilelang.jit", "@tilelang.autotune(configs=CONFIGS)\n@tilelang.jit", 1)
+    + """
+kernel = gemm.compile(tb.place(512, 256, dtype=torch.float16), tb.place(256, 512, dtype=torch.float16))
+"""
+)
 
 
 def test_autotune_configs_with_pass_configs_compile_each_under_its_own(ip):
@@ -321,24 +307,13 @@ def test_tilelang_testing_main_in_a_cell_says_to_call_the_tests(tmp_path):
     assert "tilelang.testing.main() runs pytest on the program's own file" in out
 
 
-JIT_KERNEL_CONSTRUCTED = """
-import tilelang
-import tilelang.language as T
-
-
-def double(N, block=128):
-    @T.prim_func
-    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
-        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
-            for i in T.Parallel(block):
-                B[bx * block + i] = A[bx * block + i] * 2.0
-
-    return main
-
-
-kernel = tilelang.JITKernel(double(4096), out_idx=-1, target="cuda")
+JIT_KERNEL_CONSTRUCTED = (
+    SCALE_FACTORY
+    + """
+kernel = tilelang.JITKernel(scale(4096), out_idx=-1, target="cuda")
 source = kernel.get_kernel_source()
 """
+)
 
 
 def test_a_jit_kernel_constructed_in_a_cell_is_compiled_by_tilebench(ip):
