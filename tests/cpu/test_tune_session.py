@@ -272,3 +272,43 @@ def test_a_configs_pass_configs_compile_it_under_them_and_resume_as_one_record(t
     fresh = [{"block_M": 64, "pass_configs": {no_warp_specialization: flag}} for flag in (False, True)]
     again = tune(fresh)  # new dicts, equal by value: the stored records answer for them
     assert again.tune_result.resumed == 2 and again.config == fresh[0] and "mbarrier" in again.libcode
+
+
+class HoldTheStore:
+    """An observer that, at the first record, has another connection hold the store's write lock for
+    `seconds` (as another process's long write would)."""
+
+    def __init__(self, path, seconds):
+        self.path, self.seconds, self.held = path, seconds, False
+
+    def on_record(self, record):
+        import sqlite3
+        import threading
+
+        if self.held:
+            return
+        self.held = True
+        holder = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        holder.execute("BEGIN IMMEDIATE")
+
+        def release():
+            holder.execute("ROLLBACK")
+            holder.close()
+
+        threading.Timer(self.seconds, release).start()
+
+
+def test_records_a_busy_store_refuses_wait_in_memory_and_are_written_when_it_lets_go(tmp_path, capsys):
+    """A store another process holds past its busy timeout does not end the tune or lose its records."""
+    store = RecordStore(tmp_path / "records.sqlite", busy_timeout_s=0.2)
+    holder = HoldTheStore(store.path, seconds=2.0)
+    result = S.vector_add.tune(
+        1 << 20,
+        block_N=tb.tune([128, 256, 512, 1024, 2048, 4096]),
+        tune_options={"store": store, "progress": holder, "num_workers": 1},
+    )
+    assert result.status == "done" and len(result.records) == 6
+    assert "Record store busy" in capsys.readouterr().err  # said once, while it waited
+    stored = store.records(run_id=result.run_id)
+    assert sorted(r.config["block_N"] for r in stored) == [128, 256, 512, 1024, 2048, 4096]
+    assert store.run(result.run_id).status == "done"

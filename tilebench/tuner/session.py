@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tilebench.cluster.errors import ClusterLost, check_cluster_option
-from tilebench.store import RETRYABLE_STATUSES, Record, RecordStore, config_hash, default_store
+from tilebench.store import (
+    RETRYABLE_STATUSES,
+    Record,
+    RecordStore,
+    RecordStoreBusy,
+    config_hash,
+    default_store,
+)
 from tilebench.store.liveness import Heartbeat
 from tilebench.tuner.config_options import compile_call, kernel_for_call
 from tilebench.tuner.dispatch import Candidate, check_devices
@@ -179,6 +187,7 @@ class TuneSession:
         self.records: list[Record] = []
         self.resumed = 0
         self.best_ms: dict[str | None, float] = {}  # per GPU model: never rank across models
+        self.unwritten: list[Callable[[], None]] = []  # store writes waiting for a busy store, in order
 
     def _executor(self) -> tuple[Any, dict[str, str] | None]:
         """The executor, and the machine parts of the GPUs it measures on (None: compile-only)."""
@@ -250,6 +259,7 @@ class TuneSession:
             self.executor.close()
             heartbeat.stop()
             try:
+                self._write()  # records a busy store refused earlier
                 self.store.finish_run(run_id, status)
             except Exception:
                 if status != "failed":  # else the run's own error, on its way already, says more
@@ -302,15 +312,32 @@ class TuneSession:
     def _keep(self, record: Record, observers: Any, store: bool = True) -> Record:
         if store:
             record.run_id = self.run_id
-            self.store.add_record(record)
+            self._write(lambda: self.store.add_record(record))
         else:  # answered from an earlier run: listed under this one too
-            self.store.add_resumed(self.run_id, [record])
+            self._write(lambda: self.store.add_resumed(self.run_id, [record]))
         self.records.append(record)
         if record.status == "ok" and record.median_ms is not None:
             best = self.best_ms.get(record.gpu)
             self.best_ms[record.gpu] = record.median_ms if best is None else min(best, record.median_ms)
         observers.on_record(record)
         return record
+
+    def _write(self, write: Callable[[], None] | None = None) -> None:
+        """Store writes in their order. While another process holds the store past its busy timeout they
+        wait here and the tune goes on; each later record, and the run's end, tries them again."""
+        if write is not None:
+            self.unwritten.append(write)
+        try:
+            while self.unwritten:
+                self.unwritten[0]()
+                self.unwritten.pop(0)
+        except RecordStoreBusy as busy:
+            if write is None:
+                raise RecordStoreBusy(
+                    f"{busy}; {len(self.unwritten)} records of this run are not stored"
+                ) from busy
+            if len(self.unwritten) == 1:
+                print(f"tilebench: {busy}; records wait in memory until it lets go", file=sys.stderr)
 
     def _evaluate(
         self, batch: list[dict], known: dict[str, Record], observers: Any, should_stop: Callable[[], bool]
