@@ -100,6 +100,9 @@ class TuneOptions:
             )
 
 
+FINAL_WRITE_PATIENCE_S = 60.0  # how long a run's end waits for a busy store to take its last records
+
+
 def _positive(value: Any, finite: bool = True) -> bool:
     """A number (not a bool) above 0, and not NaN; infinite only where `finite` is False (no limit)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
@@ -259,7 +262,7 @@ class TuneSession:
             self.executor.close()
             heartbeat.stop()
             try:
-                self._write()  # records a busy store refused earlier
+                self._write_unwritten()
                 self.store.finish_run(run_id, status)
             except Exception:
                 if status != "failed":  # else the run's own error, on its way already, says more
@@ -338,6 +341,17 @@ class TuneSession:
                 ) from busy
             if len(self.unwritten) == 1:
                 print(f"tilebench: {busy}; records wait in memory until it lets go", file=sys.stderr)
+
+    def _write_unwritten(self, patience_s: float = FINAL_WRITE_PATIENCE_S) -> None:
+        """At the run's end: the records a busy store refused, written once it lets go (within patience_s)."""
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                return self._write()
+            except RecordStoreBusy:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def _evaluate(
         self, batch: list[dict], known: dict[str, Record], observers: Any, should_stop: Callable[[], bool]
