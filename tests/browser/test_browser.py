@@ -31,7 +31,7 @@ OUT = REPO / "test-output" / "browser"
 NOTEBOOKS = ("01_quickstart.ipynb", "02_autotune.ipynb")
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SERVER_START_S = 120
-# Notebook 2 compiles 12 kernels (several minutes on 2 cores); workbench.mjs has its own per-step limits.
+# Notebook 2 compiles 11 kernels (several minutes on 2 cores); workbench.mjs has its own per-step limits.
 NODE_TIMEOUT_S = 30 * 60
 # JupyterLab settings for the test: no "get notified about Jupyter news?" popup over the notebook.
 LAB_SETTINGS = {

@@ -505,8 +505,8 @@ async function checkDashboard(page, panel, name) {
   await dash.scrollIntoViewIfNeeded();
   const counters = ((await dash.locator(WIDGET.counters).textContent().catch(() => "")) ?? "").replace(/\s+/g, " ");
   check(
-    `${name}: dashboard counters say all 12 configs are done (16, less 4 the constraint drops)`,
-    /compiled 12\b/.test(counters) && /remaining 0\b/.test(counters),
+    `${name}: dashboard counters say all 11 configs are done (16, less 5 the constraint drops)`,
+    /compiled 11\b/.test(counters) && /remaining 0\b/.test(counters),
     counters.slice(0, 200),
   );
   await attempt(`${name}: tuning heatmap rendered (2x2 grid; cells drawn when measured)`, async () => {
@@ -557,7 +557,7 @@ async function checkRunsSidebar(page, name) {
     const status = await row.first().getAttribute("data-status");
     const message = await sidebar.locator(EXTENSION.runsMessage).getAttribute("data-state").catch(() => null);
     if (message === "error") throw new Error(await sidebar.locator(EXTENSION.runsMessage).textContent());
-    if (!/^12(\/12)?$/.test(count.trim())) throw new Error(`run row count "${count}" (status ${status}), not 12/12`);
+    if (!/^11(\/11)?$/.test(count.trim())) throw new Error(`run row count "${count}" (status ${status}), not 11/11`);
     const meta = ((await row.first().locator(EXTENSION.runMeta).textContent()) ?? "").replace(/\s+/g, " ");
     if (!meta.includes(name) || !/\bgrid\b/.test(meta)) {
       throw new Error(`run row says "${meta}": not its notebook (${name}) and strategy (grid)`);

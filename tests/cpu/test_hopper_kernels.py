@@ -20,9 +20,9 @@ def test_warp_specialization_is_a_per_call_parameter():
     pipelined = templates.kernel("gemm").compile(a, a, warp_specialized=False)
     # a producer warpgroup of 128 threads issuing TMA loads against mbarriers, beside the 256 consumers
     assert specialized.artifacts().resources.threads_per_block == 256 + 128
-    assert "mbarrier" in specialized.cuda_source.lower()
+    assert "tma_load" in specialized.cuda_source and "Barrier*>" in specialized.cuda_source
     assert pipelined.artifacts().resources.threads_per_block == 256
-    assert "mbarrier" not in pipelined.cuda_source.lower() and "cp_async" in pipelined.cuda_source.lower()
+    assert "Barrier*>" not in pipelined.cuda_source and "cp_async" in pipelined.cuda_source.lower()
 
 
 def test_the_spaces_constraints_keep_configs_worth_compiling():
@@ -44,8 +44,24 @@ def test_the_spaces_constraints_keep_configs_worth_compiling():
     assert gemm and all(c["block_M"] * c["block_N"] <= 128 * c["threads"] for c in gemm)
     persistent = [c for c in gemm if c["persistent"]]
     assert persistent and all(c["warp_specialized"] for c in persistent)
-    # resident blocks keep the staged output beside the operand stages: 4 stages of 128x256x64 do not fit
-    assert {c["num_stages"] for c in persistent if (c["block_M"], c["block_N"]) == (128, 256)} == {3}
+    # a warp-specialized block keeps 128 staged output columns beside its operand stages: 4 stages of
+    # 128x256x64 fit, 4 of 256x128x64 do not
+    assert {c["num_stages"] for c in persistent if (c["block_M"], c["block_N"]) == (128, 256)} == {3, 4}
+    assert {c["num_stages"] for c in persistent if (c["block_M"], c["block_N"]) == (256, 128)} == {3}
+
+
+def test_the_gemm_consumers_keep_one_wgmma_group_in_flight_and_free_each_stage_when_its_mmas_finish():
+    a = tb.place(4096, 4096, dtype=torch.float16)
+    source = templates.kernel("gemm").compile(a, a, num_stages=4).cuda_source
+    consumers = source[source.index("warpgroup_reg_alloc<232>") :]
+    loop = consumers[: consumers.index("wait_wgmma<0>")]
+    # the K loop issues a step's wgmma group, then waits only for the previous one and frees its stage
+    assert "warpgroup_commit_batch" in loop and "warpgroup_wait<0>" not in loop
+    assert loop.index("warpgroup_commit_batch") < loop.index("wait_wgmma<1>") < loop.index("empty[")
+    assert "wait_wgmma<1>();\n        empty[((step_1 + 3) & 3)].arrive()" in loop
+    # the producer gives its registers back and waits for a stage to be free before loading into it
+    producer = source[source.index("warpgroup_reg_dealloc<40>") : source.index("warpgroup_reg_alloc<232>")]
+    assert producer.index("empty[") < producer.index("tma_load(A_desc")
 
 
 def test_a_persistent_gemm_keeps_its_blocks_resident_and_loops_over_the_tiles():
@@ -58,6 +74,28 @@ def test_a_persistent_gemm_keeps_its_blocks_resident_and_loops_over_the_tiles():
     source = kernel.cuda_source
     assert "for (int wave = 0; wave < 4; ++wave)" in source
     assert source.index("wave < 4") < source.index("tma_load(A_desc")
+
+
+def test_the_written_out_attention_overlaps_the_softmax_with_the_next_scores_and_the_last_values():
+    q = tb.place(8, 4096, 32, 128, dtype=torch.float16)
+    attention = templates.kernel("attention")
+    source = attention.compile(q, q, q, overlap="intra").cuda_source
+    loop = source[source.index("for (int k_1 = 1;") :]
+    # Q K^T of this tile and P V of the last are issued (wgmma_ss, wgmma_rs) before the wait for the first
+    scores, values = loop.index("wgmma_ss"), loop.index("wgmma_rs")
+    first_done = loop.index("wait_wgmma<1>")
+    assert scores < values < first_done < loop.index("k_empty[(k_1 & 1)].arrive()")
+    # the softmax (exp2) runs before P V is waited for, and its V stage is freed only after that wait
+    assert first_done < loop.index("exp2") < loop.index("wait_wgmma<0>") < loop.index("v_empty[")
+    assert "__named_barrier_arrive" not in source
+    # pingpong: the two consumer warpgroups take turns (named barriers 2 and 3) around their GEMMs
+    pingpong = attention.compile(q, q, q, overlap="pingpong").cuda_source
+    turn = pingpong.index("__sync_thread_partial(((((int)threadIdx.x) >> 7) + 1), 256)")
+    handover = pingpong.index("__named_barrier_arrive((4 - (((int)threadIdx.x) >> 7)), 256)")
+    assert turn < pingpong.index("wgmma_ss", turn) < pingpong.index("wgmma_rs", turn) < handover
+    # tilelang's own warp specialization waits for each GEMM instead
+    automatic = attention.compile(q, q, q, overlap="none").cuda_source
+    assert "wait_wgmma<1>" not in automatic and "warpgroup_wait<0>" in automatic
 
 
 def test_three_consumer_warpgroups_take_192_rows():

@@ -15,13 +15,17 @@ gemm = templates.kernel("gemm")
 
 STRUCTURES = [
     dict(block_M=128, block_N=128, threads=256, num_stages=2, warp_specialized=True, epilogue="shared"),
+    dict(block_M=128, block_N=128, threads=256, num_stages=1, overlap="pingpong", epilogue="direct"),
     dict(block_M=192, block_N=128, threads=384, num_stages=2, warp_specialized=True, epilogue="direct"),
+    dict(block_M=192, block_N=128, threads=384, num_stages=1, overlap="none", epilogue="shared"),
     dict(block_M=64, block_N=64, threads=128, num_stages=1, warp_specialized=False, epilogue="direct"),
 ]
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["non-causal", "causal"])
-@pytest.mark.parametrize("config", STRUCTURES, ids=lambda c: f"{c['block_M']}x{c['block_N']}")
+@pytest.mark.parametrize(
+    "config", STRUCTURES, ids=lambda c: f"{c['block_M']}x{c['block_N']}-{c.get('overlap', 'intra')}"
+)
 def test_attention_matches_sdpa_with_partial_tiles(config, causal):
     assert ATTENTION.attention_fits(dict(config, is_causal=causal))
     torch.manual_seed(0)

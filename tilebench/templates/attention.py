@@ -5,22 +5,193 @@ softmax(Q K^T / sqrt(dim)) V with an online softmax in exp2; Q, K, V and the out
 template and notebook 4 hold its text whole.
 
 Structure parameters (compile-time, so each value is its own kernel):
-- `warp_specialized`: True, tilelang's producer/consumer form on sm_90a (a producer warpgroup issuing TMA
-  loads against mbarriers, `threads` consumer threads on wgmma); False, one software pipeline of cp.async
-  copies (T.annotate_pass_configs sets tilelang's TL_DISABLE_WARP_SPECIALIZED per call).
+- `warp_specialized`: True, a producer warpgroup issues TMA loads against mbarriers while `threads`
+  consumer threads run wgmma; False, one software pipeline of cp.async copies (tilelang's).
+- `overlap` (warp-specialized only): how the consumers overlap the tensor cores with the softmax.
+  "none": tilelang's automatic warp specialization, each GEMM waited for before the softmax runs.
+  "intra": a pipeline written out here, as in FlashAttention-3: Q K^T of the next key tile and P V of the
+  last run on the tensor cores during the softmax, and each K or V stage goes back to the producer as
+  soon as the GEMM reading it is done. "pingpong": also, two consumer warpgroups take turns issuing their
+  GEMMs, so one's softmax runs under the other's GEMMs (256 consumer threads; else as "intra").
 - `threads`: 128 per consumer warpgroup, each taking 64 or 128 rows: block_M 192 on 384 threads is three
-  consumer warpgroups beside the producer (tilelang gives them 160 registers each).
+  consumer warpgroups beside the producer (160 registers each, against 240 for two).
 - `epilogue`: "shared" stages the output tile in shared memory and stores it in one wide copy.
 Only the key tiles crossing the diagonal (causal) or the sequence's end are masked, and a causal grid runs
-its longest rows first. Not offered: a T.Pipelined order/stage schedule overlapping one tile's Q K^T with
-the last tile's P V, which gave wrong results on the H100 under tilelang 0.1.15 in every structure tried.
+its longest rows first.
 """
 
 import tilelang
 import tilelang.language as T
+from tilelang.layout import make_swizzled_layout
 
 FAST_MATH = {tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True}
 NO_WARP_SPECIALIZATION = tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
+# The written-out pipeline synchronizes its warpgroups itself: a block-wide barrier inserted into one
+# warpgroup's branch would wait forever for the others.
+NO_THREAD_SYNC = tilelang.PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC
+PRODUCER_THREADS = 128
+
+
+@T.macro
+def start_scores(S, k, row0, seq_len, is_causal, partial_tile):
+    """S before Q K^T of key tile k accumulates into it: zero, or -inf where a key is hidden. Only the tiles
+    crossing the diagonal (causal) or the sequence's end are masked."""
+    block_M, block_N = S.shape
+    if not is_causal and not partial_tile:
+        T.clear(S)
+    elif (k + 1) * block_N > (row0 + 1 if is_causal else seq_len):
+        for i, j in T.Parallel(block_M, block_N):
+            column = k * block_N + j
+            visible = column <= row0 + i if is_causal else column < seq_len
+            S[i, j] = T.if_then_else(visible, 0, -T.infinity(T.float32))
+    else:
+        T.clear(S)
+
+
+@T.macro
+def online_softmax(S, row_max, prev_max, rescale, row_sum, denom, scale):
+    """S's scores become probabilities against the running row maximum; `rescale` is what the output so
+    far must be multiplied by, and `denom` the running sum."""
+    block_M, block_N = S.shape
+    T.copy(row_max, prev_max)
+    T.reduce_max(S, row_max, dim=1, clear=False)  # the running max: masked rows stay finite
+    for i in T.Parallel(block_M):
+        rescale[i] = T.exp2(prev_max[i] * scale - row_max[i] * scale)
+    for i, j in T.Parallel(block_M, block_N):
+        S[i, j] = T.exp2(S[i, j] * scale - row_max[i] * scale)
+    T.reduce_sum(S, row_sum, dim=1)
+    for i in T.Parallel(block_M):
+        denom[i] = denom[i] * rescale[i] + row_sum[i]
+
+
+@T.macro
+def overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, row0, by, bz, steps, partial_tile, is_causal, scale, consumers,
+                    pingpong):  # fmt: skip
+    """The producer's TMA loads and the consumers' pipeline written out: while the softmax of key tile k
+    runs, Q K^T of tile k + 1 and P V of tile k are on the tensor cores."""
+    stages, block_N, dim = K_s.shape
+    block_M = Q_s.shape[0]
+    seq_len = Q.shape[1]
+    S = T.alloc_fragment([block_M, block_N], T.float32)
+    P = T.alloc_fragment([block_M, block_N], T.float16)
+    acc = T.alloc_fragment([block_M, dim], T.float32)
+    row_max = T.alloc_fragment([block_M], T.float32)
+    prev_max = T.alloc_fragment([block_M], T.float32)
+    rescale = T.alloc_fragment([block_M], T.float32)
+    row_sum = T.alloc_fragment([block_M], T.float32)
+    denom = T.alloc_fragment([block_M], T.float32)
+    q_full = T.alloc_barrier([PRODUCER_THREADS])
+    k_full = T.alloc_barrier([PRODUCER_THREADS] * stages)  # a stage's keys have landed
+    v_full = T.alloc_barrier([PRODUCER_THREADS] * stages)
+    k_empty = T.alloc_barrier([consumers] * stages)  # the GEMM reading a stage's keys is done
+    v_empty = T.alloc_barrier([consumers] * stages)
+    tx = T.get_thread_binding()
+    if tx < PRODUCER_THREADS:
+        T.dec_max_nreg(24)
+        T.tma_copy(Q[bz, row0 : row0 + block_M, by, :], Q_s, barrier=q_full[0])
+        T.barrier_arrive(q_full[0])
+        for k in T.serial(steps):
+            stage = k % stages
+            free = ((k // stages) & 1) ^ 1
+            T.barrier_wait(k_empty[stage], free)
+            T.tma_copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_s[stage, :, :], barrier=k_full[stage])
+            T.barrier_arrive(k_full[stage])
+            T.barrier_wait(v_empty[stage], free)
+            T.tma_copy(V[bz, k * block_N : (k + 1) * block_N, by, :], V_s[stage, :, :], barrier=v_full[stage])
+            T.barrier_arrive(v_full[stage])
+    else:
+        T.inc_max_nreg(240 if consumers <= 256 else 160)
+        policy = T.GemmWarpPolicy.FullRow
+        T.clear(acc)
+        T.clear(denom)
+        T.fill(row_max, -T.infinity(T.float32))
+        T.barrier_wait(q_full[0], 0)
+        T.barrier_wait(k_full[0], 0)
+        start_scores(S, 0, row0, seq_len, is_causal, partial_tile)
+        T.wgmma_gemm(Q_s, K_s[0, :, :], S, transpose_B=True, policy=policy)
+        T.wait_wgmma(0)
+        T.barrier_arrive(k_empty[0])
+        online_softmax(S, row_max, prev_max, rescale, row_sum, denom, scale)
+        T.copy(S, P)
+        group = tx // 128 - 1  # the consumer warpgroup
+        if pingpong and group == 1:
+            T.named_barrier_arrive(2, consumers)  # group 0 issues first
+        for k in T.serial(1, steps):
+            stage, last = k % stages, (k - 1) % stages
+            T.barrier_wait(k_full[stage], (k // stages) & 1)
+            if pingpong:
+                T.sync_threads(barrier_id=2 + group, arrive_count=consumers)  # this group's turn
+            if not is_causal and not partial_tile:  # no tile is masked
+                T.wgmma_gemm(Q_s, K_s[stage, :, :], S, transpose_B=True, policy=policy, clear_accum=True)
+            else:
+                start_scores(S, k, row0, seq_len, is_causal, partial_tile)
+                T.wgmma_gemm(Q_s, K_s[stage, :, :], S, transpose_B=True, policy=policy)
+            T.barrier_wait(v_full[last], ((k - 1) // stages) & 1)
+            T.wgmma_gemm(P, V_s[last, :, :], acc, policy=policy)
+            if pingpong:
+                T.named_barrier_arrive(3 - group, consumers)  # the other group's turn
+            T.wait_wgmma(1)  # Q K^T is done, P V may still run
+            T.barrier_arrive(k_empty[stage])
+            online_softmax(S, row_max, prev_max, rescale, row_sum, denom, scale)
+            T.wait_wgmma(0)
+            T.warpgroup_fence_operand(P)  # P's registers stay untouched until P V has read them
+            T.barrier_arrive(v_empty[last])
+            for i, j in T.Parallel(block_M, dim):
+                acc[i, j] *= rescale[i]
+            T.copy(S, P)
+        last = (steps - 1) % stages
+        T.barrier_wait(v_full[last], ((steps - 1) // stages) & 1)
+        T.wgmma_gemm(P, V_s[last, :, :], acc, policy=policy)
+        T.wait_wgmma(0)
+        for i, j in T.Parallel(block_M, dim):
+            acc[i, j] /= denom[i]
+        if O_s is None:
+            T.copy(acc, O[bz, row0 : row0 + block_M, by, :])
+        else:
+            T.copy(acc, O_s)
+            T.fence_proxy_async()  # O_s's writes visible to the TMA store
+            T.sync_threads(barrier_id=1, arrive_count=consumers)
+            T.copy(O_s, O[bz, row0 : row0 + block_M, by, :])
+
+
+@T.macro
+def pipelined_rows(Q, K, V, O, Q_s, row0, by, bz, steps, partial_tile, is_causal, scale, block_N, num_stages,
+                   epilogue):  # fmt: skip
+    """tilelang's pipeline over the key tiles: automatically warp-specialized, or cp.async copies."""
+    block_M, dim = Q_s.shape
+    seq_len = Q.shape[1]
+    K_s = T.alloc_shared([block_N, dim], T.float16)
+    V_s = T.alloc_shared([block_N, dim], T.float16)
+    S = T.alloc_fragment([block_M, block_N], T.float32)
+    P = T.alloc_fragment([block_M, block_N], T.float16)
+    acc = T.alloc_fragment([block_M, dim], T.float32)
+    row_max = T.alloc_fragment([block_M], T.float32)
+    prev_max = T.alloc_fragment([block_M], T.float32)
+    rescale = T.alloc_fragment([block_M], T.float32)
+    row_sum = T.alloc_fragment([block_M], T.float32)
+    denom = T.alloc_fragment([block_M], T.float32)
+    T.copy(Q[bz, row0 : row0 + block_M, by, :], Q_s)
+    T.clear(acc)
+    T.clear(denom)
+    T.fill(row_max, -T.infinity(T.float32))
+    for k in T.Pipelined(steps, num_stages=num_stages):
+        T.copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_s)
+        start_scores(S, k, row0, seq_len, is_causal, partial_tile)
+        T.gemm(Q_s, K_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+        online_softmax(S, row_max, prev_max, rescale, row_sum, denom, scale)
+        T.copy(S, P)
+        for i, j in T.Parallel(block_M, dim):
+            acc[i, j] *= rescale[i]
+        T.copy(V[bz, k * block_N : (k + 1) * block_N, by, :], V_s)
+        T.gemm(P, V_s, acc, policy=T.GemmWarpPolicy.FullRow)
+    for i, j in T.Parallel(block_M, dim):
+        acc[i, j] /= denom[i]
+    if epilogue == "shared":
+        O_s = T.alloc_shared([block_M, dim], T.float16)
+        T.copy(acc, O_s)
+        T.copy(O_s, O[bz, row0 : row0 + block_M, by, :])
+    else:
+        T.copy(acc, O[bz, row0 : row0 + block_M, by, :])
 
 
 @tilelang.jit(pass_configs=FAST_MATH)
@@ -34,6 +205,7 @@ def attention(
     num_stages: int = 2,
     threads: int = 256,
     warp_specialized: bool = True,
+    overlap: str = "intra",
     epilogue: str = "shared",
 ):
     """Flash attention forward: softmax(Q K^T / sqrt(dim)) V with an online softmax in exp2."""
@@ -41,91 +213,71 @@ def attention(
     Q: T.Tensor[[batch, seq_len, heads, dim], T.float16]
     K: T.Tensor[[batch, seq_len, heads, dim], T.float16]
     V: T.Tensor[[batch, seq_len, heads, dim], T.float16]
-    T.annotate_pass_configs({**FAST_MATH, NO_WARP_SPECIALIZATION: not warp_specialized})
+    written_out = warp_specialized and overlap != "none"
+    automatic = warp_specialized and not written_out  # tilelang's warp specialization
+    T.annotate_pass_configs({**FAST_MATH, NO_WARP_SPECIALIZATION: not automatic, NO_THREAD_SYNC: written_out})
     O = T.empty((batch, seq_len, heads, dim), T.float16)
     scale = 1.44269504 / T.sqrt(T.cast(dim, T.float32))  # log2(e) / sqrt(dim)
     m_tiles = T.ceildiv(seq_len, block_M)
-    with T.Kernel(m_tiles, heads, batch, threads=threads) as (block, by, bz):
+    tiles = T.ceildiv(seq_len, block_N)
+    partial_tile = not isinstance(seq_len, int) or seq_len % block_N != 0  # int once shapes are known
+    with T.Kernel(m_tiles, heads, batch, threads=threads + (PRODUCER_THREADS if written_out else 0)) as (
+        block, by, bz,
+    ):  # fmt: skip
         # Causal: the longest rows first, so the last blocks to run are short (less idle tail).
         bx = m_tiles - 1 - block if is_causal else block
         # Causal: row tiles end at the sequence's end, so a partial tile is the first, the cheapest; it starts
         # at row 0 and overlaps the next (both write the same rows, the same values).
         row0 = T.max(0, seq_len - (m_tiles - bx) * block_M) if is_causal else bx * block_M
-        Q_s = T.alloc_shared([block_M, dim], T.float16)
-        K_s = T.alloc_shared([block_N, dim], T.float16)
-        V_s = T.alloc_shared([block_N, dim], T.float16)
-        S = T.alloc_fragment([block_M, block_N], T.float32)
-        P = T.alloc_fragment([block_M, block_N], T.float16)
-        acc = T.alloc_fragment([block_M, dim], T.float32)
-        row_max = T.alloc_fragment([block_M], T.float32)
-        prev_max = T.alloc_fragment([block_M], T.float32)
-        rescale = T.alloc_fragment([block_M], T.float32)
-        row_sum = T.alloc_fragment([block_M], T.float32)
-        denom = T.alloc_fragment([block_M], T.float32)
-        T.copy(Q[bz, row0 : row0 + block_M, by, :], Q_s)
-        T.clear(acc)
-        T.clear(denom)
-        T.fill(row_max, -T.infinity(T.float32))
-        tiles = T.ceildiv(seq_len, block_N)
-        partial_tile = not isinstance(seq_len, int) or seq_len % block_N != 0  # int once shapes are known
         steps = T.min(tiles, T.ceildiv(row0 + block_M, block_N)) if is_causal else tiles
-        for k in T.Pipelined(steps, num_stages=num_stages):
-            T.copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_s)
-            # Only the tiles crossing the diagonal (causal) or the sequence's end are masked.
-            if not is_causal and not partial_tile:
-                T.clear(S)
-            elif (k + 1) * block_N > (row0 + 1 if is_causal else seq_len):
-                for i, j in T.Parallel(block_M, block_N):
-                    column = k * block_N + j
-                    visible = column <= row0 + i if is_causal else column < seq_len
-                    S[i, j] = T.if_then_else(visible, 0, -T.infinity(T.float32))
-            else:
-                T.clear(S)
-            T.gemm(Q_s, K_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-            T.copy(row_max, prev_max)
-            T.reduce_max(S, row_max, dim=1, clear=False)  # the running max: masked rows stay finite
-            for i in T.Parallel(block_M):
-                rescale[i] = T.exp2(prev_max[i] * scale - row_max[i] * scale)
-            for i, j in T.Parallel(block_M, block_N):
-                S[i, j] = T.exp2(S[i, j] * scale - row_max[i] * scale)
-            T.reduce_sum(S, row_sum, dim=1)
-            for i in T.Parallel(block_M):
-                denom[i] = denom[i] * rescale[i] + row_sum[i]
-            T.copy(S, P)
-            for i, j in T.Parallel(block_M, dim):
-                acc[i, j] *= rescale[i]
-            T.copy(V[bz, k * block_N : (k + 1) * block_N, by, :], V_s)
-            T.gemm(P, V_s, acc, policy=T.GemmWarpPolicy.FullRow)
-        for i, j in T.Parallel(block_M, dim):
-            acc[i, j] /= denom[i]
-        if epilogue == "shared":
-            O_s = T.alloc_shared([block_M, dim], T.float16)
-            T.copy(acc, O_s)
-            T.copy(O_s, O[bz, row0 : row0 + block_M, by, :])
+        Q_s = T.alloc_shared([block_M, dim], T.float16)
+        if written_out:
+            K_s = T.alloc_shared([num_stages, block_N, dim], T.float16)
+            V_s = T.alloc_shared([num_stages, block_N, dim], T.float16)
+            layouts = {buffer: make_swizzled_layout(buffer) for buffer in (Q_s, K_s, V_s)}
+            O_s = None
+            if epilogue == "shared":
+                O_s = T.alloc_shared([block_M, dim], T.float16)
+                layouts[O_s] = make_swizzled_layout(O_s)
+            T.annotate_layout(layouts)
+            overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, row0, by, bz, steps, partial_tile, is_causal, scale,
+                            threads, overlap == "pingpong" and threads == 256)  # fmt: skip
         else:
-            T.copy(acc, O[bz, row0 : row0 + block_M, by, :])
+            pipelined_rows(Q, K, V, O, Q_s, row0, by, bz, steps, partial_tile, is_causal, scale, block_N, num_stages,
+                           epilogue)  # fmt: skip
     return O
 
 
 ATTENTION_SPACE = dict(
-    block_M=[64, 128, 192],
-    block_N=[64, 128],
+    block_M=[128, 192],
+    block_N=[128],
     num_stages=[1, 2],
-    threads=[128, 256, 384],
+    threads=[256, 384],
     warp_specialized=[True, False],
+    overlap=["none", "intra", "pingpong"],
     epilogue=["direct", "shared"],
 )
 
 
 def attention_fits(config: dict) -> bool:
-    """The configs worth compiling (dim 128): 64 or 128 rows per consumer warpgroup; the operand stages and
-    the staged output within the 227 KiB of shared memory a block may have on sm_90a; and, causal
-    (`is_causal` in the config), no cp.async pipeline of more than one stage: its trip count differs per
-    block, and tilelang 0.1.15 fails to compile it ("Downcast from tirx.Sub to IntImm")."""
+    """The configs worth compiling (dim 128): 64 or 128 rows per consumer warpgroup (64 when the pipeline
+    is written out: more leave no registers for the overlap); the operand stages and the staged output
+    within the 227 KiB of shared memory a block may have on sm_90a; `overlap` other than its default only
+    when warp-specialized, and "pingpong" only for two consumer warpgroups (else the same kernel twice);
+    and, causal (`is_causal` in the config), no cp.async pipeline of more than one stage: its trip count
+    differs per block, and tilelang 0.1.15 fails to compile it ("Downcast from tirx.Sub to IntImm")."""
     block_m, block_n, stages = config["block_M"], config["block_N"], config["num_stages"]
-    if block_m not in (64 * (config["threads"] // 128), 128 * (config["threads"] // 128)):
+    groups = config["threads"] // 128
+    specialized, overlap = config["warp_specialized"], config.get("overlap", "intra")
+    if block_m not in (64 * groups, 128 * groups):
         return False
-    if config.get("is_causal") and not config["warp_specialized"] and stages > 1:
+    if not specialized and overlap != "intra":
+        return False
+    if specialized and overlap != "none" and block_m != 64 * groups:
+        return False
+    if overlap == "pingpong" and groups != 2:
+        return False
+    if config.get("is_causal") and not specialized and stages > 1:
         return False
     staged = stages * 2 * block_n * 128 * 2 + block_m * 128 * 2
     output = block_m * 128 * 2 if config["epilogue"] == "shared" else 0
