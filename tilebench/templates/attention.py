@@ -268,7 +268,7 @@ def attention_fits(config: dict) -> bool:
     differs per block, and tilelang 0.1.15 fails to compile it ("Downcast from tirx.Sub to IntImm")."""
     block_m, block_n, stages = config["block_M"], config["block_N"], config["num_stages"]
     groups = config["threads"] // 128
-    specialized, overlap = config["warp_specialized"], config.get("overlap", "intra")
+    specialized, overlap = config.get("warp_specialized", True), config.get("overlap", "intra")
     if block_m not in (64 * groups, 128 * groups):
         return False
     if not specialized and overlap != "intra":
