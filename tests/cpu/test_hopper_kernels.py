@@ -98,6 +98,22 @@ def test_the_written_out_attention_overlaps_the_softmax_with_the_next_scores_and
     assert "wait_wgmma<1>" not in automatic and "warpgroup_wait<0>" in automatic
 
 
+def test_the_tuner_compiles_every_structure_of_the_templates_in_its_workers():
+    """The tuner compiles in worker processes from the PrimFunc's serialized form: each structure must
+    survive that as it does a compile in this process."""
+    q = tb.place(1, 256, 2, 128, dtype=torch.float16)
+    overlap = tb.tune(["none", "intra", "pingpong"])
+    result = templates.kernel("attention").tune(q, q, q, num_stages=tb.tune([1, 2]), overlap=overlap)
+    a = tb.place(512, 512, dtype=torch.float16)
+    structures = dict(warp_specialized=tb.tune([True, False]), persistent=tb.tune([0, 4]))
+    gemm = templates.kernel("gemm").tune(
+        a, a, num_stages=3, tune_options={"constraint": GEMM.gemm_fits}, **structures
+    )
+    for records in (result.records, gemm.records):
+        assert records and {r.status for r in records} == {"skipped"}, [(r.config, r.status) for r in records]
+    assert len(result.records) == 6 and len(gemm.records) == 3
+
+
 def test_three_consumer_warpgroups_take_192_rows():
     q = tb.place(2, 1024, 4, 128, dtype=torch.float16)
     kernel = templates.kernel("attention").compile(q, q, q, block_M=192, threads=384, epilogue="direct")

@@ -22,7 +22,6 @@ its longest rows first.
 
 import tilelang
 import tilelang.language as T
-from tilelang.layout import make_swizzled_layout
 
 FAST_MATH = {tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True}
 NO_WARP_SPECIALIZATION = tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
@@ -234,12 +233,7 @@ def attention(
         if written_out:
             K_s = T.alloc_shared([num_stages, block_N, dim], T.float16)
             V_s = T.alloc_shared([num_stages, block_N, dim], T.float16)
-            layouts = {buffer: make_swizzled_layout(buffer) for buffer in (Q_s, K_s, V_s)}
-            O_s = None
-            if epilogue == "shared":
-                O_s = T.alloc_shared([block_M, dim], T.float16)
-                layouts[O_s] = make_swizzled_layout(O_s)
-            T.annotate_layout(layouts)
+            O_s = T.alloc_shared([block_M, dim], T.float16) if epilogue == "shared" else None
             overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, row0, by, bz, steps, partial_tile, is_causal, scale,
                             threads, overlap == "pingpong" and threads == 256)  # fmt: skip
         else:

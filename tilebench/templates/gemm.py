@@ -19,7 +19,6 @@ text whole. Structure parameters (compile-time, so each value is its own kernel)
 
 import tilelang
 import tilelang.language as T
-from tilelang.layout import make_swizzled_layout
 
 NO_WARP_SPECIALIZATION = tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
 # The explicit pipeline synchronizes its warpgroups itself: a block-wide barrier inserted into one
@@ -129,12 +128,9 @@ def gemm(
         A_s = T.alloc_shared((num_stages, block_M, block_K), T.float16)
         B_s = T.alloc_shared((num_stages, block_K, block_N), T.float16)
         C_l = T.alloc_fragment((block_M, block_N), T.float32)
-        layouts = {A_s: make_swizzled_layout(A_s), B_s: make_swizzled_layout(B_s)}
         C_s = None
         if epilogue == "shared":
             C_s = T.alloc_shared((block_M, min(block_N, STORE_COLUMNS)), T.float16)
-            layouts[C_s] = make_swizzled_layout(C_s)
-        T.annotate_layout(layouts)
         full = T.alloc_barrier([PRODUCER_THREADS] * num_stages)  # a stage's operands have landed
         empty = T.alloc_barrier([threads] * num_stages)  # the consumers' MMAs are done with a stage
         tx = T.get_thread_binding()
