@@ -44,6 +44,9 @@ def test_the_spaces_constraints_keep_configs_worth_compiling():
     assert gemm and all(c["block_M"] * c["block_N"] <= 128 * c["threads"] for c in gemm)
     persistent = [c for c in gemm if c["persistent"]]
     assert persistent and all(c["warp_specialized"] for c in persistent)
+    # warp-specialized consumers always take whole rows (the output is stored by columns): one policy
+    assert {c["policy"] for c in gemm if c["warp_specialized"]} == {"FullRow"}
+    assert {c["policy"] for c in gemm if not c["warp_specialized"]} == {"FullRow", "Square"}
     # a warp-specialized block keeps 128 staged output columns beside its operand stages: 4 stages of
     # 128x256x64 fit, 4 of 256x128x64 do not
     assert {c["num_stages"] for c in persistent if (c["block_M"], c["block_N"]) == (128, 256)} == {3, 4}
@@ -62,6 +65,15 @@ def test_the_gemm_consumers_keep_one_wgmma_group_in_flight_and_free_each_stage_w
     # the producer gives its registers back and waits for a stage to be free before loading into it
     producer = source[source.index("warpgroup_reg_dealloc<40>") : source.index("warpgroup_reg_alloc<232>")]
     assert producer.index("empty[") < producer.index("tma_load(A_desc")
+
+
+def test_warp_specialized_gemm_consumers_take_whole_rows_whatever_the_policy():
+    a = tb.place(4096, 4096, dtype=torch.float16)
+    gemm = templates.kernel("gemm")
+    # a Square split of 128x256 gave each warpgroup half the columns, and storing the output 128 columns
+    # at a time then read the wrong registers (wrong results on the H100)
+    square = gemm.compile(a, a, policy="Square").cuda_source
+    assert square == gemm.compile(a, a, policy="FullRow").cuda_source
 
 
 def test_a_persistent_gemm_keeps_its_blocks_resident_and_loops_over_the_tiles():

@@ -9,7 +9,8 @@ text whole. Structure parameters (compile-time, so each value is its own kernel)
   next): the consumers keep one wgmma group in flight and hand each stage back to the producer as soon as
   the MMAs reading it are done. False, one software pipeline of cp.async copies (tilelang's).
 - `swizzle`: the rasterisation of blocks in panels of this many, for L2 reuse (0: none).
-- `policy`: the consumer warps' split of the tile, "FullRow" or "Square".
+- `policy`: the consumer warps' split of the tile in the cp.async pipeline, "FullRow" or "Square"
+  (warp-specialized, each consumer warpgroup always takes whole rows: the output is stored by columns).
 - `epilogue`: "shared" stages the output tile in shared memory, at most 128 columns at a time, each
   stored by TMA; "direct" stores it from registers.
 - `persistent` (warp-specialized only): 0, a block per output tile; N, N resident blocks (the SM count:
@@ -153,7 +154,7 @@ def gemm(
                     by, bx = order.coord(wave * persistent + blocks)
                     if by < m_tiles and bx < n_tiles:
                         multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, wave * k_steps,
-                                      warp_policy, threads)  # fmt: skip
+                                      T.GemmWarpPolicy.FullRow, threads)  # fmt: skip
         else:
             bx, by = blocks
             if swizzle:
@@ -163,7 +164,8 @@ def gemm(
                 load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, 0)
             else:
                 T.inc_max_nreg(232)
-                multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, 0, warp_policy, threads)
+                multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, 0, T.GemmWarpPolicy.FullRow,
+                              threads)  # fmt: skip
     return C
 
 
@@ -184,11 +186,14 @@ GEMM_SPACE = dict(
 def gemm_fits(config: dict) -> bool:
     """The configs worth compiling: within the 227 KiB of shared memory a block may have on sm_90a (the
     operand stages beside the staged output columns when warp-specialized, else the output reusing the
-    operands' room), at most 128 fp32 accumulators a thread, and persistent only when warp-specialized."""
+    operands' room), at most 128 fp32 accumulators a thread, and persistent only when warp-specialized
+    (where `policy` has no effect: only its default is compiled)."""
     block_m, block_n, block_k = config["block_M"], config["block_N"], config["block_K"]
     staged = config["num_stages"] * (block_m * block_k + block_k * block_n) * 2
     specialized = config.get("warp_specialized", True)
     if config.get("persistent", 0) and not specialized:
+        return False
+    if specialized and config.get("policy", "FullRow") != "FullRow":
         return False
     if config["epilogue"] != "shared":
         smem = staged
