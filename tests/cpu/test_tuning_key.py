@@ -144,6 +144,20 @@ def test_the_key_lists_the_helpers_macros_and_constants_the_kernel_reads(tmp_pat
     assert "tunekernel.twice" not in dependencies  # the reference's helper is folded into `ref`
 
 
+def test_a_tilebench_template_is_keyed_by_its_source_and_its_macros_not_by_tilebench_s_version():
+    from tilebench import templates
+
+    gemm = templates.kernel("gemm")
+    key = build_key(gemm, {}, TuneOptions(), "sm_90a", gpu=False)
+    # a changed template (an editable install keeps tilebench's version) must not resume older records
+    assert not key.kernel_source.startswith("lib:")
+    macros = {"tilebench.templates.gemm.load_tile", "tilebench.templates.gemm.multiply_tile"}
+    assert macros <= set(key.dependencies) and not any(
+        key.dependencies[name].startswith("lib:") for name in macros
+    )
+    assert key.dependencies["tilebench.templates.gemm.STORE_COLUMNS"] == "128"
+
+
 CALL_AND_OPTION_CHANGES = {
     "signature": ({"n": 8192}, "signature"),
     "target": ({"target": "sm_80"}, "target"),

@@ -37,6 +37,8 @@ NONE = "none"  # a part that does not apply: no GPU (compile-only), no reference
 
 _CONSTANTS = (bool, int, float, complex, str, bytes, type(None))
 _LIBRARY_MODULES = frozenset({"tilebench", "tilelang", "tvm", "tvm_ffi", "torch", "numpy", "builtins"})
+_TEMPLATES = "tilebench.templates."  # fingerprinted by their source, not named: tilebench's version
+# stays the same while a template changes (an editable install, a development checkout)
 _LIBRARY_PATHS = tuple(
     sorted({path for name, path in sysconfig.get_paths().items() if name in ("stdlib", "purelib", "platlib")})
 )
@@ -299,8 +301,12 @@ def _innermost(value: Any) -> Any:
 
 
 def _is_library(function: types.FunctionType) -> bool:
-    module = (function.__module__ or "").split(".")[0]
-    return module in _LIBRARY_MODULES or function.__code__.co_filename.startswith(_LIBRARY_PATHS)
+    module = function.__module__ or ""
+    if module.startswith(_TEMPLATES):  # kernels users tune and edit, though they ship with tilebench
+        return False
+    return module.split(".")[0] in _LIBRARY_MODULES or function.__code__.co_filename.startswith(
+        _LIBRARY_PATHS
+    )
 
 
 def _source(function: types.FunctionType) -> str:
