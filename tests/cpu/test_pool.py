@@ -60,6 +60,44 @@ def test_compiles_in_parallel_into_the_cache_the_parent_then_hits(pool):
     assert cached_kernels() == compiled  # the parent only loaded
 
 
+def swizzled_gemm(block_M: int):
+    """A GEMM whose shared tiles carry T.annotate_layout's swizzled layouts, as tilelang's examples do."""
+    T = tilelang().language
+    from tilelang.layout import make_swizzled_layout
+
+    @T.prim_func
+    def swizzled_gemm(
+        A: T.Tensor((512, 512), "float16"),
+        B: T.Tensor((512, 512), "float16"),
+        C: T.Tensor((512, 512), "float16"),
+    ):
+        with T.Kernel(4, 512 // block_M, threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, 32), "float16")
+            B_s = T.alloc_shared((32, 128), "float16")
+            C_l = T.alloc_fragment((block_M, 128), "float32")
+            T.annotate_layout({A_s: make_swizzled_layout(A_s), B_s: make_swizzled_layout(B_s)})
+            T.clear(C_l)
+            for k in T.Pipelined(16, num_stages=2):
+                T.copy(A[by * block_M, k * 32], A_s)
+                T.copy(B[k * 32, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * block_M, bx * 128])
+
+    return swizzled_gemm
+
+
+def test_annotated_layouts_survive_the_trip_to_a_worker(pool):
+    # a worker rebuilds a PrimFunc from TVM's JSON, whose layouts came back with coordinates tilelang no
+    # longer recognised: every kernel using T.annotate_layout failed to compile in the tuner
+    funcs = [swizzled_gemm(64), swizzled_gemm(128)]
+    outcomes = compile_in_pool(funcs, OPTIONS, SM90A, pool=pool)
+    assert [o.status for o in outcomes] == ["ok", "ok"], [o.message for o in outcomes]
+    for func in funcs:
+        start = time.perf_counter()
+        tilelang().compile(func, **OPTIONS.tilelang_kwargs(SM90A))
+        assert time.perf_counter() - start < 0.5  # the worker compiled exactly this: a cache hit
+
+
 def test_compile_errors_are_outcomes_with_the_compiler_message(pool):
     bad_partition = gemm(256, 256, 64, block_M=128, block_N=256, block_K=64, num_stages=1, threads=384)
     requests = [

@@ -66,13 +66,11 @@ class EntryRequest(CompileRequest):
         from tilebench.compiler.runtime import tilelang
 
         tl = tilelang()
-        import tvm
-
-        from tilebench.compiler import headers
+        from tilebench.compiler import headers, tir_json
 
         try:
             with headers.more_coming(self.more_coming):
-                kernel = tl.compile(tvm.ir.load_json(self.tir_json), **copy.deepcopy(self.kwargs))
+                kernel = tl.compile(tir_json.load(self.tir_json), **copy.deepcopy(self.kwargs))
         except Exception as exc:  # any compiler failure is data for the caller
             return "compile_error", readable_error(exc)
         folder = entry_folder(kernel)

@@ -5,7 +5,7 @@ spawned where there is none, that compiles jobs into tilelang's disk cache. Only
 (status, readable message, seconds). The caller then calls ``tilelang.compile`` with the same PrimFunc
 and kwargs, which is a disk-cache hit (milliseconds).
 
-A PrimFunc travels as ``tvm.ir.save_json``: ``load_json`` gives back the same ``script(show_meta=True)``
+A PrimFunc travels as ``tvm.ir.save_json`` (``tir_json``): loading gives back the same ``script(show_meta=True)``
 text, which is what tilelang's kernel-cache key hashes, and keeps the attrs that eager ``@tilelang.jit``
 functions set (``tilelang_out_idx``, ``tilelang_pass_configs``, ``tilelang_compile_flags``). ``script()`` plus
 ``tvm.script.from_source`` does not parse tilelang's TIR (``T.launch_thread_idx``).
@@ -58,24 +58,22 @@ class CompileRequest:
 
     @classmethod
     def from_func(cls, func: PrimFunc, kwargs: dict[str, Any], label: str = "") -> CompileRequest:
-        import tvm
+        from tilebench.compiler import tir_json
 
         name = func.attrs["global_symbol"] if func.attrs and "global_symbol" in func.attrs else "kernel"
-        return cls(tvm.ir.save_json(func), copy.deepcopy(kwargs), label or str(name))
+        return cls(tir_json.dump(func), copy.deepcopy(kwargs), label or str(name))
 
     def __call__(self) -> tuple[Status, str]:
         """Compile in this process, into tilelang's disk cache. Errors come back as text, never raised."""
         from tilebench.compiler.runtime import tilelang
 
         tl = tilelang()
-        import tvm
-
-        from tilebench.compiler import headers
+        from tilebench.compiler import headers, tir_json
 
         try:
             # deepcopy: a disk-cache load rewrites out_idx in place ([-1] -> [2]), changing later cache keys.
             with headers.more_coming(self.more_coming):
-                tl.compile(tvm.ir.load_json(self.tir_json), **copy.deepcopy(self.kwargs))
+                tl.compile(tir_json.load(self.tir_json), **copy.deepcopy(self.kwargs))
         except Exception as exc:  # any compiler failure is data for the caller
             return "compile_error", readable_error(exc)
         return "ok", ""

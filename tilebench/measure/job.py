@@ -244,9 +244,9 @@ class BenchJob:
         from tilebench.compiler.runtime import tilelang
 
         tl = tilelang()
-        import tvm
+        from tilebench.compiler import tir_json
 
-        func = tvm.ir.load_json(self.tir_json)
+        func = tir_json.load(self.tir_json)
         # deepcopy: a disk-cache load rewrites out_idx in place ([-1] -> [2]), changing later cache keys.
         return tl.compile(func, **copy.deepcopy(self.compile_kwargs)), func
 
