@@ -44,8 +44,6 @@ def test_the_spaces_constraints_keep_configs_worth_compiling():
     assert gemm and all(c["block_M"] * c["block_N"] <= 128 * c["threads"] for c in gemm)
     persistent = [c for c in gemm if c["persistent"]]
     assert persistent and all(c["warp_specialized"] for c in persistent)
-    pingpong = [c for c in gemm if c["pingpong"]]
-    assert pingpong and all(c["persistent"] and (c["block_M"], c["block_N"]) == (128, 128) for c in pingpong)
     # warp-specialized consumers always take whole rows (the output is stored by columns): one policy
     assert {c["policy"] for c in gemm if c["warp_specialized"]} == {"FullRow"}
     assert {c["policy"] for c in gemm if not c["warp_specialized"]} == {"FullRow", "Square"}
@@ -76,23 +74,6 @@ def test_warp_specialized_gemm_consumers_take_whole_rows_whatever_the_policy():
     # at a time then read the wrong registers (wrong results on the H100)
     square = gemm.compile(a, a, policy="Square").cuda_source
     assert square == gemm.compile(a, a, policy="FullRow").cuda_source
-
-
-def test_pingpong_gemm_warpgroups_take_alternate_tiles_each_in_its_own_registers():
-    a = tb.place(4096, 4096, dtype=torch.float16)
-    kernel = templates.kernel("gemm").compile(a, a, block_N=128, persistent=132, pingpong=True)
-    source = kernel.cuda_source
-    assert kernel.artifacts().resources.threads_per_block == 128 + 256
-    assert "float C_l[128];" in source and "float C_l2[128];" in source
-    # 1024 tiles over 132 blocks: 8 per block, 4 for each warpgroup; a stage is freed by one warpgroup
-    first, second = (
-        source.index("for (int turn = 0; turn < 4;"),
-        source.index("for (int turn_1 = 0; turn_1 < 4;"),
-    )
-    assert first < source.index("C_s)", first) < second < source.index("C_s2)", second)
-    assert "empty[0].init(128)" in source
-    # each warpgroup meets its own named barrier around its store
-    assert "__sync_thread_partial(1, 128)" in source and "__sync_thread_partial(2, 128)" in source
 
 
 def test_a_persistent_gemm_keeps_its_blocks_resident_and_loops_over_the_tiles():

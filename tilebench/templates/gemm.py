@@ -16,8 +16,6 @@ text whole. Structure parameters (compile-time, so each value is its own kernel)
 - `persistent` (warp-specialized only): 0, a block per output tile; N, N resident blocks (the SM count:
   132 on an H100 SXM) each looping over tiles, so the producer loads the next tile's operands while the
   consumers store the last.
-- `pingpong` (persistent, two consumer warpgroups): each warpgroup takes every other tile of the block
-  whole, so one stores its tile while the other multiplies the next (CUTLASS's ping-pong schedule).
 """
 
 import tilelang
@@ -48,18 +46,15 @@ def load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, first):
 
 
 @T.macro
-def multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, first, consumers, barrier):
-    """Consumers: tile (by, bx) over the stage ring with one wgmma group in flight, then its store (the
-    `consumers` threads meet at named barrier `barrier` around it)."""
+def multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, first, warp_policy, consumers):
+    """Consumers: tile (by, bx) over the stage ring with one wgmma group in flight, then its store."""
     stages = A_s.shape[0]
     block_M, block_N = C_l.shape
     for k in T.serial(k_steps):
         step = first + k
         stage = step % stages
         T.barrier_wait(full[stage], (step // stages) & 1)
-        T.wgmma_gemm(
-            A_s[stage, :, :], B_s[stage, :, :], C_l, policy=T.GemmWarpPolicy.FullRow, clear_accum=k == 0
-        )
+        T.wgmma_gemm(A_s[stage, :, :], B_s[stage, :, :], C_l, policy=warp_policy, clear_accum=k == 0)
         if k > 0:
             T.wait_wgmma(1)  # the previous step's MMAs are done: its stage goes back to the producer
             T.barrier_arrive(empty[(step + stages - 1) % stages])
@@ -70,26 +65,11 @@ def multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, first, co
     else:
         columns = C_s.shape[1]
         for part in T.unroll(block_N // columns):
-            T.sync_threads(barrier_id=barrier, arrive_count=consumers)  # the last store has read C_s
+            T.sync_threads(barrier_id=1, arrive_count=consumers)  # the last store has read C_s
             T.copy(C_l[:, part * columns : (part + 1) * columns], C_s)
             T.fence_proxy_async()  # C_s's writes visible to the TMA store
-            T.sync_threads(barrier_id=barrier, arrive_count=consumers)
+            T.sync_threads(barrier_id=1, arrive_count=consumers)
             T.copy(C_s, C[by * block_M, bx * block_N + part * columns])
-
-
-@T.macro
-def take_tiles(C, A_s, B_s, C_l, C_s, full, empty, order, worker, workers, waves, k_steps, first, every, consumers,
-               barrier):  # fmt: skip
-    """Consumers of a persistent block: its tiles `first`, `first + every`, ... (the block's tiles are
-    numbered by wave), each over the stage ring the producer fills with all of them in turn."""
-    m_tiles, n_tiles = T.ceildiv(C.shape[0], C_l.shape[0]), T.ceildiv(C.shape[1], C_l.shape[1])
-    for turn in T.serial(T.ceildiv(waves - first, every)):
-        wave = first + turn * every
-        by, bx = order.coord(wave * workers + worker)
-        if by < m_tiles and bx < n_tiles:
-            multiply_tile(
-                C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, wave * k_steps, consumers, barrier
-            )
 
 
 @T.macro
@@ -123,7 +103,6 @@ def gemm(
     warp_specialized: bool = True,
     epilogue: str = "shared",
     persistent: int = 0,
-    pingpong: bool = False,
 ):
     """C = A @ B in fp16 with an fp32 accumulator."""
     M, N, K = T.const("M, N, K")
@@ -153,13 +132,8 @@ def gemm(
         C_s = None
         if epilogue == "shared":
             C_s = T.alloc_shared((block_M, min(block_N, STORE_COLUMNS)), T.float16)
-        pingpong = pingpong and persistent and threads == 256
-        if pingpong:  # the second consumer warpgroup's own tile
-            C_l2 = T.alloc_fragment((block_M, block_N), T.float32)
-            C_s2 = T.alloc_shared(C_s.shape, T.float16) if epilogue == "shared" else None
         full = T.alloc_barrier([PRODUCER_THREADS] * num_stages)  # a stage's operands have landed
-        # the consumers' MMAs are done with a stage (pingpong: one warpgroup's)
-        empty = T.alloc_barrier([threads // 2 if pingpong else threads] * num_stages)
+        empty = T.alloc_barrier([threads] * num_stages)  # the consumers' MMAs are done with a stage
         tx = T.get_thread_binding()
         if persistent:
             # tiles taken in panels of `swizzle` rows of tiles, for L2 reuse
@@ -174,18 +148,13 @@ def gemm(
                     by, bx = order.coord(wave * persistent + blocks)
                     if by < m_tiles and bx < n_tiles:
                         load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, wave * k_steps)
-            elif not pingpong:
-                T.inc_max_nreg(232)
-                take_tiles(C, A_s, B_s, C_l, C_s, full, empty, order, blocks, persistent, waves, k_steps, 0, 1,
-                           threads, 1)  # fmt: skip
-            elif tx < PRODUCER_THREADS + 128:  # pingpong: the warpgroups take alternate tiles, each whole
-                T.inc_max_nreg(232)
-                take_tiles(C, A_s, B_s, C_l, C_s, full, empty, order, blocks, persistent, waves, k_steps, 0, 2,
-                           128, 1)  # fmt: skip
             else:
                 T.inc_max_nreg(232)
-                take_tiles(C, A_s, B_s, C_l2, C_s2, full, empty, order, blocks, persistent, waves, k_steps, 1, 2,
-                           128, 2)  # fmt: skip
+                for wave in T.serial(waves):
+                    by, bx = order.coord(wave * persistent + blocks)
+                    if by < m_tiles and bx < n_tiles:
+                        multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, wave * k_steps,
+                                      T.GemmWarpPolicy.FullRow, threads)  # fmt: skip
         else:
             bx, by = blocks
             if swizzle:
@@ -195,7 +164,8 @@ def gemm(
                 load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, 0)
             else:
                 T.inc_max_nreg(232)
-                multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, 0, threads, 1)
+                multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, 0, T.GemmWarpPolicy.FullRow,
+                              threads)  # fmt: skip
     return C
 
 
@@ -210,16 +180,14 @@ GEMM_SPACE = dict(
     warp_specialized=[True, False],
     epilogue=["shared"],
     persistent=[0, 132],
-    pingpong=[False, True],
 )
 
 
 def gemm_fits(config: dict) -> bool:
     """The configs worth compiling: within the 227 KiB of shared memory a block may have on sm_90a (the
     operand stages beside the staged output columns when warp-specialized, else the output reusing the
-    operands' room), at most 128 fp32 accumulators a thread (pingpong: each warpgroup holds a whole tile),
-    persistent only when warp-specialized (where `policy` has no effect: only its default is compiled), and
-    pingpong only persistent, on two consumer warpgroups."""
+    operands' room), at most 128 fp32 accumulators a thread, and persistent only when warp-specialized
+    (where `policy` has no effect: only its default is compiled)."""
     block_m, block_n, block_k = config["block_M"], config["block_N"], config["block_K"]
     staged = config["num_stages"] * (block_m * block_k + block_k * block_n) * 2
     specialized = config.get("warp_specialized", True)
@@ -227,14 +195,10 @@ def gemm_fits(config: dict) -> bool:
         return False
     if specialized and config.get("policy", "FullRow") != "FullRow":
         return False
-    pingpong = config.get("pingpong", False)
-    if pingpong and not (config.get("persistent", 0) and specialized and config["threads"] == 256):
-        return False
-    consumers = 128 if pingpong else config["threads"]  # the threads holding one tile's accumulators
     if config["epilogue"] != "shared":
         smem = staged
     elif specialized:
-        smem = staged + (2 if pingpong else 1) * block_m * min(block_n, STORE_COLUMNS) * 2
+        smem = staged + block_m * min(block_n, STORE_COLUMNS) * 2
     else:
         smem = max(staged, block_m * block_n * 2)
-    return smem <= 227 * 1024 and block_m * block_n <= 128 * consumers
+    return smem <= 227 * 1024 and block_m * block_n <= 128 * config["threads"]
