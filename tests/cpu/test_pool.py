@@ -86,6 +86,31 @@ def swizzled_gemm(block_M: int):
     return swizzled_gemm
 
 
+def annotated_fragments(replicated: bool):
+    """A fragment given T.annotate_layout a thread map of its own, or replicated over all threads."""
+    T = tilelang().language
+    from tilelang.layout import make_fully_replicated_layout_fragment
+
+    @T.prim_func
+    def annotated_fragments(A: T.Tensor((1024, 64), "float16"), B: T.Tensor((1024, 64), "float16")):
+        with T.Kernel(64, threads=128) as bx:
+            A_l = T.alloc_fragment((16, 64), "float16")
+            S_l = T.alloc_fragment((4,), "float16")
+            if replicated:
+                T.annotate_layout({S_l: make_fully_replicated_layout_fragment(S_l, 128)})
+            else:
+                T.annotate_layout(
+                    {A_l: T.Fragment((16, 64), forward_fn=lambda i, j: ((i * 64 + j) // 8, j % 8))}
+                )
+            T.copy(A[bx * 16, 0:4], S_l)
+            T.copy(A[bx * 16, 0], A_l)
+            for i, j in T.Parallel(16, 64):
+                A_l[i, j] = A_l[i, j] * S_l[j % 4]
+            T.copy(A_l, B[bx * 16, 0])
+
+    return annotated_fragments
+
+
 def test_annotated_layouts_survive_the_trip_to_a_worker(pool):
     # a worker rebuilds a PrimFunc from TVM's JSON, whose layouts came back with coordinates tilelang no
     # longer recognised: every kernel using T.annotate_layout failed to compile in the tuner
@@ -96,6 +121,9 @@ def test_annotated_layouts_survive_the_trip_to_a_worker(pool):
         start = time.perf_counter()
         tilelang().compile(func, **OPTIONS.tilelang_kwargs(SM90A))
         assert time.perf_counter() - start < 0.5  # the worker compiled exactly this: a cache hit
+    fragments = [annotated_fragments(replicated) for replicated in (False, True)]
+    outcomes = compile_in_pool(fragments, OPTIONS, SM90A, pool=pool)
+    assert [o.status for o in outcomes] == ["ok", "ok"], [o.message for o in outcomes]
 
 
 def test_compile_errors_are_outcomes_with_the_compiler_message(pool):

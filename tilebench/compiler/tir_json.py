@@ -1,10 +1,10 @@
 """A PrimFunc as text and back, the way compile and benchmark workers receive it (TVM's JSON).
 
 tilelang names a layout's coordinates with placeholder variables that it matches by identity. TVM's JSON
-brings them back as new variables, so the layouts a kernel gives `T.annotate_layout` lose their bounds in
-the worker, and every such kernel failed to compile there ("OutputShape extent _i // 8 + 1 of a shared
-tensor layout must be constant", "injectivity could not be proven"). `load` rebuilds those layouts from
-their shape and index expressions, as `T.annotate_layout` made them.
+brings them back as new variables, so the layouts and fragments a kernel gives `T.annotate_layout` lost
+their bounds in the worker, and every such kernel failed to compile there ("OutputShape extent _i // 8 + 1
+of a shared tensor layout must be constant", "injectivity could not be proven"). `load` rebuilds them from
+their shape and expressions, as `T.annotate_layout` made them.
 """
 
 from __future__ import annotations
@@ -47,16 +47,34 @@ def load(text: str) -> Any:
 
 
 def _rebuilt(layout: Any) -> Any:
-    """The layout made again from its input shape and expressions, its coordinates tilelang's own; a
-    layout of another kind (a Fragment spread over threads) is passed on as loaded."""
-    from tilelang.layout import Layout
+    """The layout made again from its input shape and expressions, its coordinates tilelang's own: a
+    Layout, or a Fragment with its thread map and replication; another kind is passed on as loaded."""
+    import tvm_ffi
+    from tilelang.layout import Fragment, Layout
 
-    if type(layout) is not Layout:
-        return layout
+    shape = layout.get_input_shape()
     names = [var.name for var in layout.get_forward_vars()]
+    # a replicated fragment's forward variables start with the replica's, then the coordinates
+    replica, coordinates = names[: len(names) - len(shape)], names[len(names) - len(shape) :]
     index = list(layout.get_forward_index())
-    return Layout(
-        layout.get_input_shape(), lambda *coordinates: _renamed(index, dict(zip(names, coordinates)))
+
+    def forward_index(*values: Any) -> Any:
+        return tvm_ffi.Array(_renamed(index, dict(zip(coordinates, values))))
+
+    if type(layout) is Layout:
+        return Layout(shape, forward_index)
+    if type(layout) is not Fragment:
+        return layout
+    thread, replicate = layout.forward_thread, int(layout.replicate_size)
+
+    def forward_thread(*values: Any) -> Any:  # the replica's value last, when replicated
+        by_name = dict(zip(coordinates, values))
+        if replica and replicate > 1:
+            by_name[replica[0]] = values[-1]
+        return _renamed([thread], by_name)[0]
+
+    return Fragment(
+        shape, forward_thread_fn=forward_thread, replicate=replicate, forward_index_fn=forward_index
     )
 
 
