@@ -9,7 +9,7 @@ import pytest
 from kernels import SM90A, gemm
 
 from tilebench.compiler.options import CompileOptions
-from tilebench.compiler.pool import CompilePool, CompileRequest, compile_in_pool, shared_pool
+from tilebench.compiler.pool import CompilePool, CompileRequest, compile_in_pool, readable_error, shared_pool
 from tilebench.compiler.runtime import prepare_environment, tilelang, tilelang_cache_dir
 from tilebench.config import settings
 
@@ -124,6 +124,15 @@ def test_annotated_layouts_survive_the_trip_to_a_worker(pool):
     fragments = [annotated_fragments(replicated) for replicated in (False, True)]
     outcomes = compile_in_pool(fragments, OPTIONS, SM90A, pool=pool)
     assert [o.status for o in outcomes] == ["ok", "ok"], [o.message for o in outcomes]
+
+
+def test_a_compiler_error_after_pages_of_warnings_is_kept_in_the_message():
+    warnings = [f'kernel.cu({n}): warning #1444-D: "longlong4" is deprecated' for n in range(40)]
+    error = 'kernel.cu(21): error: identifier "my_twice" is undefined'
+    text = "\n".join(["Compilation error:", *warnings, error, *warnings[:10], "1 error detected"])
+    message = readable_error(RuntimeError(text))
+    assert error in message and message.endswith("1 error detected")
+    assert len(message.splitlines()) < 30
 
 
 def test_compile_errors_are_outcomes_with_the_compiler_message(pool):

@@ -45,6 +45,7 @@ START_FAILED = "compile worker failed to start"  # the outcome's message starts 
 _NICENESS = 5  # added to a compile worker's nice value
 _FRAME = re.compile(r'^\s*(Traceback \(most recent call last\)|File ".*", line \d+)')
 _HEAD_LINES, _TAIL_LINES = 14, 6
+_COMPILER_ERROR = re.compile(r"\berror\b")  # nvcc: "kernel.cu(21): error: identifier ... is undefined"
 
 
 @dataclasses.dataclass
@@ -105,7 +106,10 @@ def readable_error(exc: BaseException) -> str:
         text = marker + tail
     lines = [line.rstrip() for line in text.splitlines() if line.strip() and not _FRAME.match(line)]
     if len(lines) > _HEAD_LINES + _TAIL_LINES:
-        lines = [*lines[:_HEAD_LINES], "...", *lines[-_TAIL_LINES:]]
+        # nvcc's errors can come after pages of warnings: they are kept wherever they stand
+        buried = [line for line in lines[_HEAD_LINES:-_TAIL_LINES] if _COMPILER_ERROR.search(line)]
+        kept = [*buried[:_HEAD_LINES], "..."] if buried else []
+        lines = [*lines[:_HEAD_LINES], "...", *kept, *lines[-_TAIL_LINES:]]
     return "\n".join([f"{type(exc).__name__}: {lines[0]}", *lines[1:]]) if lines else type(exc).__name__
 
 
