@@ -190,8 +190,8 @@ def main() -> None:
     if options.only in (None, "gemm"):
         gemm_cases(report, options.budget)
     report.note(
-        "structures: warp-specialized (TMA producer) or cp.async pipeline, consumer warpgroups, epilogue,"
-        " GEMM blocks per tile or persistent"
+        "structures: warp-specialized (TMA producer, pipelines written out or tilelang's) or cp.async,"
+        " consumer warpgroups, attention's softmax overlap, epilogue, GEMM blocks per tile or persistent"
     )
     report.finish()
 
