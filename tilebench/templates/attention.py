@@ -47,6 +47,16 @@ def start_scores(S, k, row0, seq_len, is_causal, partial_tile):
         T.clear(S)
 
 
+def softmax_fragments(block_M: int, block_N: int, dim: int) -> tuple:
+    """The online softmax's fragments: the scores S, the probabilities P, the output's accumulator, and
+    per row the running maximum, the last one, the rescale factor, the tile's sum and the running sum."""
+    S = T.alloc_fragment([block_M, block_N], T.float32)
+    P = T.alloc_fragment([block_M, block_N], T.float16)
+    acc = T.alloc_fragment([block_M, dim], T.float32)
+    rows = [T.alloc_fragment([block_M], T.float32) for _ in range(5)]
+    return (S, P, acc, *rows)
+
+
 @T.macro
 def online_softmax(S, row_max, prev_max, rescale, row_sum, denom, scale):
     """S's scores become probabilities against the running row maximum; `rescale` is what the output so
@@ -71,14 +81,7 @@ def overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, row0, by, bz, steps, partial
     stages, block_N, dim = K_s.shape
     block_M = Q_s.shape[0]
     seq_len = Q.shape[1]
-    S = T.alloc_fragment([block_M, block_N], T.float32)
-    P = T.alloc_fragment([block_M, block_N], T.float16)
-    acc = T.alloc_fragment([block_M, dim], T.float32)
-    row_max = T.alloc_fragment([block_M], T.float32)
-    prev_max = T.alloc_fragment([block_M], T.float32)
-    rescale = T.alloc_fragment([block_M], T.float32)
-    row_sum = T.alloc_fragment([block_M], T.float32)
-    denom = T.alloc_fragment([block_M], T.float32)
+    S, P, acc, row_max, prev_max, rescale, row_sum, denom = softmax_fragments(block_M, block_N, dim)
     q_full = T.alloc_barrier([PRODUCER_THREADS])
     k_full = T.alloc_barrier([PRODUCER_THREADS] * stages)  # a stage's keys have landed
     v_full = T.alloc_barrier([PRODUCER_THREADS] * stages)
@@ -161,14 +164,7 @@ def pipelined_rows(Q, K, V, O, Q_s, row0, by, bz, steps, partial_tile, is_causal
     seq_len = Q.shape[1]
     K_s = T.alloc_shared([block_N, dim], T.float16)
     V_s = T.alloc_shared([block_N, dim], T.float16)
-    S = T.alloc_fragment([block_M, block_N], T.float32)
-    P = T.alloc_fragment([block_M, block_N], T.float16)
-    acc = T.alloc_fragment([block_M, dim], T.float32)
-    row_max = T.alloc_fragment([block_M], T.float32)
-    prev_max = T.alloc_fragment([block_M], T.float32)
-    rescale = T.alloc_fragment([block_M], T.float32)
-    row_sum = T.alloc_fragment([block_M], T.float32)
-    denom = T.alloc_fragment([block_M], T.float32)
+    S, P, acc, row_max, prev_max, rescale, row_sum, denom = softmax_fragments(block_M, block_N, dim)
     T.copy(Q[bz, row0 : row0 + block_M, by, :], Q_s)
     T.clear(acc)
     T.clear(denom)
