@@ -46,15 +46,18 @@ def load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, first):
 
 
 @T.macro
-def multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, first, warp_policy, consumers):
-    """Consumers: tile (by, bx) over the stage ring with one wgmma group in flight, then its store."""
+def multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, first, consumers):
+    """Consumers: tile (by, bx) over the stage ring with one wgmma group in flight, then its store. Each
+    consumer warpgroup takes whole rows (FullRow), which storing the output by columns relies on."""
     stages = A_s.shape[0]
     block_M, block_N = C_l.shape
     for k in T.serial(k_steps):
         step = first + k
         stage = step % stages
         T.barrier_wait(full[stage], (step // stages) & 1)
-        T.wgmma_gemm(A_s[stage, :, :], B_s[stage, :, :], C_l, policy=warp_policy, clear_accum=k == 0)
+        T.wgmma_gemm(
+            A_s[stage, :, :], B_s[stage, :, :], C_l, policy=T.GemmWarpPolicy.FullRow, clear_accum=k == 0
+        )
         if k > 0:
             T.wait_wgmma(1)  # the previous step's MMAs are done: its stage goes back to the producer
             T.barrier_arrive(empty[(step + stages - 1) % stages])
@@ -153,8 +156,9 @@ def gemm(
                 for wave in T.serial(waves):
                     by, bx = order.coord(wave * persistent + blocks)
                     if by < m_tiles and bx < n_tiles:
-                        multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, wave * k_steps,
-                                      T.GemmWarpPolicy.FullRow, threads)  # fmt: skip
+                        multiply_tile(
+                            C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, wave * k_steps, threads
+                        )
         else:
             bx, by = blocks
             if swizzle:
@@ -164,8 +168,7 @@ def gemm(
                 load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, 0)
             else:
                 T.inc_max_nreg(232)
-                multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, 0, T.GemmWarpPolicy.FullRow,
-                              threads)  # fmt: skip
+                multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, 0, threads)
     return C
 
 
