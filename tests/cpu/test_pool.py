@@ -135,6 +135,43 @@ def test_a_compiler_error_after_pages_of_warnings_is_kept_in_the_message():
     assert len(message.splitlines()) < 30
 
 
+def doubled_by_extern(N: int = 1024):
+    """B = tb_twice(A): a device function the CUDA post-processing callback supplies."""
+    T = tilelang().language
+
+    @T.prim_func
+    def doubled_by_extern(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(N // 128, threads=128) as bx:
+            T.import_source("\n#define TILEBENCH_TWICE_HERE 1\n")
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = T.call_extern("float32", "tb_twice", A[bx * 128 + i])
+
+    return doubled_by_extern
+
+
+def test_a_postproc_callback_registered_in_this_process_applies_to_what_the_pool_compiles(pool):
+    # a notebook's @register_cuda_postproc_callback lives in the notebook's process only: the workers
+    # compiled without it (nvcc: identifier "tb_twice" is undefined), so such kernels never tuned
+    import tvm_ffi
+    from tilelang.engine.callback import register_cuda_postproc
+
+    def postproc(code, target):
+        return code.replace(
+            "#define TILEBENCH_TWICE_HERE 1", "__device__ float tb_twice(float x) { return 2.f * x; }"
+        )
+
+    register_cuda_postproc(postproc)
+    try:
+        outcomes = compile_in_pool([doubled_by_extern()], OPTIONS, SM90A, pool=pool)
+        assert [o.status for o in outcomes] == ["ok"], [o.message for o in outcomes]
+        kernel = tilelang().compile(doubled_by_extern(), **OPTIONS.tilelang_kwargs(SM90A))
+        assert "__device__ float tb_twice" in kernel.get_kernel_source()
+    finally:
+        tvm_ffi.remove_global_func("tilelang_callback_cuda_postproc")
+    failed = compile_in_pool([doubled_by_extern(2048)], OPTIONS, SM90A, pool=pool)  # the workers again
+    assert failed[0].status == "compile_error" and "tb_twice" in failed[0].message
+
+
 def test_compile_errors_are_outcomes_with_the_compiler_message(pool):
     bad_partition = gemm(256, 256, 64, block_M=128, block_N=256, block_K=64, num_stages=1, threads=384)
     requests = [

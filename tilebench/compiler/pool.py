@@ -82,6 +82,17 @@ class CompileRequest:
 
 _Pending = deque[tuple[int, CompileRequest]]  # (index in the caller's list, request)
 
+# tilelang's code post-processing hooks (tilelang.engine.callback): registered in one process only
+_POSTPROC_CALLBACKS = ("tilelang_callback_cuda_postproc", "tilelang_callback_c_host_postproc")
+
+
+def postproc_callback_here() -> str | None:
+    """The name of a code post-processing callback registered in this process (a notebook's
+    `@register_cuda_postproc_callback`), which the workers never see: None when there is none."""
+    import tvm_ffi
+
+    return next((n for n in _POSTPROC_CALLBACKS if tvm_ffi.get_global_func(n, allow_missing=True)), None)
+
 
 @dataclasses.dataclass
 class CompileOutcome:
@@ -135,6 +146,14 @@ def _die_with_parent(parent_pid: int | None) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
     if parent_pid is not None and os.getppid() != parent_pid:  # it died before prctl took effect
         os._exit(1)
+
+
+def _compile_here(requests: Iterable[CompileRequest]) -> Iterator[CompileOutcome]:
+    """Each request compiled in this process, in order (no timeout, no crash isolation)."""
+    for index, request in enumerate(requests):
+        started = time.monotonic()
+        status, message = request()
+        yield CompileOutcome(status, message, time.monotonic() - started, index, request.label)
 
 
 def _worker_main(conn: Connection, parent_pid: int | None, cache_dir: str) -> None:
@@ -223,6 +242,10 @@ class CompilePool:
         if self._owner == threading.get_ident():
             raise RuntimeError("CompilePool.submit_many was called again while this thread iterates over it")
         limit = self.timeout if timeout is None else timeout
+        if postproc_callback_here():
+            # the workers would compile without it: other code, or nvcc failing on what it adds
+            yield from _compile_here(requests)
+            return
         pending = deque(enumerate(requests))
         with self._lock:
             self._owner = threading.get_ident()
