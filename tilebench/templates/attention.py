@@ -9,10 +9,11 @@ Structure parameters (compile-time, so each value is its own kernel):
   consumer threads run wgmma; False, one software pipeline of cp.async copies (tilelang's).
 - `overlap` (warp-specialized only): how the consumers overlap the tensor cores with the softmax.
   "none": tilelang's automatic warp specialization, each GEMM waited for before the softmax runs.
-  "intra": a pipeline written out here, as in FlashAttention-3: Q K^T of the next key tile and P V of the
-  last run on the tensor cores during the softmax, and each K or V stage goes back to the producer as
-  soon as the GEMM reading it is done. "pingpong": also, two consumer warpgroups take turns issuing their
-  GEMMs, so one's softmax runs under the other's GEMMs (256 consumer threads; else as "intra").
+  "intra": a pipeline written out here, after FlashAttention-3: Q K^T of key tile k is issued with P V of
+  tile k - 1, and the softmax of tile k runs while P V is still on the tensor cores; each K or V stage goes
+  back to the producer as soon as the GEMM reading it is done.
+  "pingpong": also, two consumer warpgroups take turns issuing their GEMMs, so one's softmax runs under
+  the other's GEMMs (256 consumer threads; else as "intra").
 - `threads`: 128 per consumer warpgroup, each taking 64 or 128 rows: block_M 192 on 384 threads is three
   consumer warpgroups beside the producer (160 registers each, against 240 for two).
 - `epilogue`: "shared" stages the output tile in shared memory and stores it in one wide copy.
@@ -76,8 +77,8 @@ def online_softmax(S, row_max, prev_max, rescale, row_sum, denom, scale):
 @T.macro
 def overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, row0, by, bz, steps, partial_tile, is_causal, scale, consumers,
                     pingpong):  # fmt: skip
-    """The producer's TMA loads and the consumers' pipeline written out: while the softmax of key tile k
-    runs, Q K^T of tile k + 1 and P V of tile k are on the tensor cores."""
+    """The producer's TMA loads and the consumers' pipeline written out: Q K^T of key tile k is issued with
+    P V of tile k - 1, and the softmax of tile k runs while P V is still on the tensor cores."""
     stages, block_N, dim = K_s.shape
     block_M = Q_s.shape[0]
     seq_len = Q.shape[1]
