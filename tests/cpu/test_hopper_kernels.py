@@ -12,6 +12,7 @@ from tilebench import templates
 
 ATTENTION = templates.module("attention")
 GEMM = templates.module("gemm")
+GEMM_DEFAULTS = dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, epilogue="shared")
 
 
 def test_warp_specialization_is_a_per_call_parameter():
@@ -61,7 +62,10 @@ def test_the_gemm_consumers_keep_one_wgmma_group_in_flight_and_free_each_stage_w
     # the K loop issues a step's wgmma group, then waits only for the previous one and frees its stage
     assert "warpgroup_commit_batch" in loop and "warpgroup_wait<0>" not in loop
     assert loop.index("warpgroup_commit_batch") < loop.index("wait_wgmma<1>") < loop.index("empty[")
-    assert "wait_wgmma<1>();\n        empty[((step_1 + 3) & 3)].arrive()" in loop
+    # one arrival per consumer warpgroup (the barrier counts 2), after that wait
+    assert "empty[0].init(2);" in source
+    release = loop[loop.index("wait_wgmma<1>();") :]
+    assert release.index("% 128) == 0)") < release.index("empty[((step_1 + 3) & 3)].arrive();")
     # the producer gives its registers back and waits for a stage to be free before loading into it
     producer = source[source.index("warpgroup_reg_dealloc<40>") : source.index("warpgroup_reg_alloc<232>")]
     assert producer.index("empty[") < producer.index("tma_load(A_desc")
@@ -74,6 +78,40 @@ def test_warp_specialized_gemm_consumers_take_whole_rows_whatever_the_policy():
     # at a time then read the wrong registers (wrong results on the H100)
     square = gemm.compile(a, a, policy="Square").cuda_source
     assert square == gemm.compile(a, a, policy="FullRow").cuda_source
+
+
+def test_a_gemm_cluster_multicasts_the_b_tile_its_blocks_share():
+    a = tb.place(2900, 520, dtype=torch.float16)
+    b = tb.place(520, 2912, dtype=torch.float16)
+    gemm = templates.kernel("gemm")
+    kernel = gemm.compile(a, b, cluster_size=2)
+    # 23 rows of 12 tiles: 12 rows of clusters of 2 blocks, the last cluster's second block spare
+    assert kernel.artifacts().resources.grid == (12 * 12 * 2, 1, 1)
+    source = kernel.cuda_source
+    producer = source[source.index("warpgroup_reg_dealloc<40>") : source.index("warpgroup_reg_alloc<232>")]
+    assert "tma_load_multicast(B_desc" in producer and "tma_load_multicast(A_desc" not in producer
+    # each consumer warpgroup frees a stage in both blocks, whose producers wait for all four arrivals
+    assert "empty[0].init(4);" in source and ".arrive(peer)" in source
+    # the spare block keeps the pipeline in step but stores nothing; no block leaves before the other
+    assert "< 725)" in source[source.index("wait_wgmma<0>") :]
+    assert source.rstrip().endswith("tl::cluster_sync();\n}")
+    with pytest.raises(ValueError, match="cluster_size=2.*persistent=131"):
+        gemm.compile(a, b, cluster_size=2, persistent=131)
+    assert not GEMM.gemm_fits(dict(GEMM_DEFAULTS, cluster_size=2, warp_specialized=False))
+    assert GEMM.gemm_fits(dict(GEMM_DEFAULTS, cluster_size=2, persistent=132))
+
+
+def test_the_gemm_stages_its_whole_output_tile_when_it_fits_beside_the_operands():
+    # 3 stages of 128x256x64 (144 KiB) leave room for the whole 64 KiB tile: one TMA store, not waited
+    # for until the next tile's output is staged; 4 stages store 128 columns at a time
+    assert GEMM.store_columns(128, 256, 64, 3) == 256 and GEMM.store_columns(128, 256, 64, 4) == 128
+    assert GEMM.store_columns(128, 320, 64, 3) == 64  # parts divide the tile
+    a = tb.place(4096, 4096, dtype=torch.float16)
+    source = templates.kernel("gemm").compile(a, a, num_stages=3, persistent=132).cuda_source
+    epilogue = source[source.index("wait_wgmma<0>") :]
+    assert "for (int part" not in epilogue and epilogue.count("tma_store_arrive") == 1
+    assert "tma_store_wait" not in epilogue[epilogue.index("tma_store_arrive") : epilogue.rindex("}\n  }")]
+    assert epilogue.index("tma_store_wait") < epilogue.index("ptx_stmatrix")
 
 
 def test_a_persistent_gemm_keeps_its_blocks_resident_and_loops_over_the_tiles():
@@ -117,13 +155,15 @@ def test_the_tuner_compiles_every_structure_of_the_templates_in_its_workers():
     overlap = tb.tune(["none", "intra", "pingpong"])
     result = templates.kernel("attention").tune(q, q, q, num_stages=tb.tune([1, 2]), overlap=overlap)
     a = tb.place(512, 512, dtype=torch.float16)
-    structures = dict(warp_specialized=tb.tune([True, False]), persistent=tb.tune([0, 4]))
+    structures = dict(
+        warp_specialized=tb.tune([True, False]), persistent=tb.tune([0, 4]), cluster_size=tb.tune([1, 2])
+    )
     gemm = templates.kernel("gemm").tune(
         a, a, num_stages=3, tune_options={"constraint": GEMM.gemm_fits}, **structures
     )
     for records in (result.records, gemm.records):
         assert records and {r.status for r in records} == {"skipped"}, [(r.config, r.status) for r in records]
-    assert len(result.records) == 6 and len(gemm.records) == 3
+    assert len(result.records) == 6 and len(gemm.records) == 5
 
 
 def test_three_consumer_warpgroups_take_192_rows():

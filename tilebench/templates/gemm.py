@@ -11,11 +11,14 @@ text whole. Structure parameters (compile-time, so each value is its own kernel)
 - `swizzle`: the rasterisation of blocks in panels of this many, for L2 reuse (0: none).
 - `policy`: the consumer warps' split of the tile in the cp.async pipeline, "FullRow" or "Square"
   (warp-specialized, each consumer warpgroup always takes whole rows: the output is stored by columns).
-- `epilogue`: "shared" stages the output tile in shared memory, at most 128 columns at a time, each
-  stored by TMA; "direct" stores it from registers.
+- `epilogue`: "shared" stages the output tile in shared memory (whole when it fits beside the operand
+  stages, else in parts of 128 columns), stored by TMA; "direct" stores it from registers.
 - `persistent` (warp-specialized only): 0, a block per output tile; N, N resident blocks (the SM count:
   132 on an H100 SXM) each looping over tiles, so the producer loads the next tile's operands while the
   consumers store the last.
+- `cluster_size` (warp-specialized only): blocks per thread-block cluster, which take vertically adjacent
+  tiles; the first multicasts their shared B tile to all by TMA (a 2x1 cluster halves B's traffic from L2).
+  On the H100 it measured no faster than 1 at 4096^3 and 8192^3, so GEMM_SPACE leaves it out.
 """
 
 import tilelang
@@ -26,12 +29,26 @@ NO_WARP_SPECIALIZATION = tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
 # warpgroup's branch would wait forever for the others.
 NO_THREAD_SYNC = tilelang.PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC
 PRODUCER_THREADS = 128
-STORE_COLUMNS = 128  # the most output columns staged in shared memory per TMA store
+STORE_COLUMNS = 128  # output columns staged in shared memory per TMA store, unless the whole tile fits
+SHARED_MEMORY = 227 * 1024  # the most a block may have on sm_90a
+
+
+def store_columns(block_M: int, block_N: int, block_K: int, num_stages: int) -> int:
+    """The output columns the warp-specialized pipeline stages per TMA store: the whole tile when it
+    fits beside the operand stages, else the widest part of at most STORE_COLUMNS that divides it."""
+    staged = num_stages * (block_M * block_K + block_K * block_N) * 2
+    if staged + block_M * block_N * 2 <= SHARED_MEMORY:
+        return block_N
+    columns = min(block_N, STORE_COLUMNS)
+    while block_N % columns:
+        columns //= 2
+    return columns
 
 
 @T.macro
-def load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, first):
-    """Producer: the K steps of tile (by, bx) into the stage ring; `first` counts the steps before it."""
+def load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, first, cluster_size):
+    """Producer: the K steps of tile (by, bx) into the stage ring; `first` counts the steps before it.
+    With a cluster of 2, rank 0 multicasts the B tile the pair shares into both blocks' rings."""
     stages, block_M, block_K = A_s.shape
     block_N = B_s.shape[2]
     for k in T.serial(k_steps):
@@ -40,13 +57,29 @@ def load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, first):
         T.barrier_wait(empty[stage], ((step // stages) & 1) ^ 1)  # the consumers are done with it
         T.tma_copy(A[by * block_M : (by + 1) * block_M, k * block_K : (k + 1) * block_K], A_s[stage, :, :],
                    barrier=full[stage])  # fmt: skip
-        T.tma_copy(B[k * block_K : (k + 1) * block_K, bx * block_N : (bx + 1) * block_N], B_s[stage, :, :],
-                   barrier=full[stage])  # fmt: skip
+        if cluster_size == 1:
+            T.tma_copy(B[k * block_K : (k + 1) * block_K, bx * block_N : (bx + 1) * block_N], B_s[stage, :, :],
+                       barrier=full[stage])  # fmt: skip
+        else:
+            T.tma_copy(B[k * block_K : (k + 1) * block_K, bx * block_N : (bx + 1) * block_N], B_s[stage, :, :],
+                       barrier=full[stage], cluster_mask=(1 << cluster_size) - 1)  # fmt: skip
         T.barrier_arrive(full[stage])
 
 
 @T.macro
-def multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, first, consumers):
+def release_stage(empty, stage, cluster_size):
+    """A stage's MMAs are done: hand it back to the producer, or to every producer of the cluster when B
+    is multicast. One arrival per consumer warpgroup: its wgmma read the stage as one operation."""
+    if T.get_thread_binding() % 128 == 0:
+        if cluster_size == 1:
+            T.barrier_arrive(empty[stage])
+        else:
+            for peer in T.unroll(cluster_size):
+                T.mbarrier_arrive(empty[stage], peer)
+
+
+@T.macro
+def multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, first, consumers, cluster_size):
     """Consumers: tile (by, bx) over the stage ring with one wgmma group in flight, then its store. Each
     consumer warpgroup takes whole rows (FullRow), which storing the output by columns relies on."""
     stages = A_s.shape[0]
@@ -60,19 +93,31 @@ def multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, first, co
         )
         if k > 0:
             T.wait_wgmma(1)  # the previous step's MMAs are done: its stage goes back to the producer
-            T.barrier_arrive(empty[(step + stages - 1) % stages])
+            release_stage(empty, (step + stages - 1) % stages, cluster_size)
     T.wait_wgmma(0)
-    T.barrier_arrive(empty[(first + k_steps - 1) % stages])
+    release_stage(empty, (first + k_steps - 1) % stages, cluster_size)
+    # a cluster's spare block past the last row of tiles stores nothing
+    if cluster_size == 1 or by * block_M < C.shape[0]:
+        store_tile(C, C_l, C_s, by, bx, consumers)
+
+
+@T.macro
+def store_tile(C, C_l, C_s, by, bx, consumers):
+    """Consumers: the output tile from registers, or through `C_s` by TMA in parts of its columns. A TMA
+    store is waited for only when `C_s` is written again, so the last one overlaps the next tile."""
+    block_M, block_N = C_l.shape
     if C_s is None:
         T.copy(C_l, C[by * block_M, bx * block_N])
     else:
         columns = C_s.shape[1]
         for part in T.unroll(block_N // columns):
-            T.sync_threads(barrier_id=1, arrive_count=consumers)  # the last store has read C_s
+            T.tma_store_wait()  # (in the thread that issued the last store) it has read C_s
+            T.sync_threads(barrier_id=1, arrive_count=consumers)
             T.copy(C_l[:, part * columns : (part + 1) * columns], C_s)
             T.fence_proxy_async()  # C_s's writes visible to the TMA store
             T.sync_threads(barrier_id=1, arrive_count=consumers)
-            T.copy(C_s, C[by * block_M, bx * block_N + part * columns])
+            T.tma_copy(C_s, C[by * block_M : (by + 1) * block_M, bx * block_N + part * columns :
+                              bx * block_N + (part + 1) * columns])  # fmt: skip
 
 
 @T.macro
@@ -106,8 +151,14 @@ def gemm(
     warp_specialized: bool = True,
     epilogue: str = "shared",
     persistent: int = 0,
+    cluster_size: int = 1,
 ):
     """C = A @ B in fp16 with an fp32 accumulator."""
+    if cluster_size < 1 or (cluster_size > 1 and not warp_specialized) or persistent % cluster_size:
+        raise ValueError(
+            f"cluster_size={cluster_size}: a cluster takes a positive number of blocks, needs warp_specialized=True "
+            f"and must divide persistent={persistent}"
+        )
     M, N, K = T.const("M, N, K")
     A: T.Tensor[[M, K], T.float16]
     B: T.Tensor[[K, N], T.float16]
@@ -127,48 +178,61 @@ def gemm(
             pipelined_tile(A, B, C, A_s, B_s, C_l, C_s, bx, by, num_stages, warp_policy)
         return C
 
-    grid = (persistent,) if persistent else (n_tiles, m_tiles)
-    with T.Kernel(*grid, threads=threads + PRODUCER_THREADS) as blocks:
+    # The blocks of a cluster take vertically adjacent tiles, which share their B tile: a row of clusters
+    # covers `cluster_size` rows of tiles. A scheduler hands out cluster tiles to persistent blocks and clusters.
+    rows = T.ceildiv(m_tiles, cluster_size)
+    scheduled = persistent or cluster_size > 1
+    workers = (persistent // cluster_size if persistent else rows * n_tiles) if scheduled else 0
+    grid = (workers * cluster_size,) if scheduled else (n_tiles, m_tiles)
+    with T.Kernel(*grid, threads=threads + PRODUCER_THREADS, cluster_dims=cluster_size) as blocks:
         A_s = T.alloc_shared((num_stages, block_M, block_K), T.float16)
         B_s = T.alloc_shared((num_stages, block_K, block_N), T.float16)
         C_l = T.alloc_fragment((block_M, block_N), T.float32)
         C_s = None
         if epilogue == "shared":
-            C_s = T.alloc_shared((block_M, min(block_N, STORE_COLUMNS)), T.float16)
+            C_s = T.alloc_shared((block_M, store_columns(block_M, block_N, block_K, num_stages)), T.float16)
         full = T.alloc_barrier([PRODUCER_THREADS] * num_stages)  # a stage's operands have landed
-        empty = T.alloc_barrier([threads] * num_stages)  # the consumers' MMAs are done with a stage
+        if cluster_size == 1:  # the consumers' MMAs are done with a stage
+            empty = T.alloc_barrier([threads // 128] * num_stages)
+        else:  # ... in every block of the cluster
+            empty = T.alloc_cluster_barrier([cluster_size * threads // 128] * num_stages)
         tx = T.get_thread_binding()
-        if persistent:
-            # tiles taken in panels of `swizzle` rows of tiles, for L2 reuse
+        if scheduled:
+            worker, rank = blocks // cluster_size, blocks % cluster_size
+            # cluster tiles taken in panels of `swizzle` rows, for L2 reuse
             order = T.PersistentTileScheduler(
-                m_tiles, n_tiles, num_workers=persistent, swizzle_size=max(swizzle, 1), column_major=False,
+                rows, n_tiles, num_workers=workers, swizzle_size=max(swizzle, 1), column_major=False,
                 stateful=False,
             )  # fmt: skip
-            waves = T.ceildiv(m_tiles * n_tiles, persistent)
+            waves = T.ceildiv(rows * n_tiles, workers)
             if tx < PRODUCER_THREADS:
                 T.dec_max_nreg(40)
                 for wave in T.serial(waves):
-                    by, bx = order.coord(wave * persistent + blocks)
-                    if by < m_tiles and bx < n_tiles:
-                        load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, wave * k_steps)
+                    row, bx = order.coord(wave * workers + worker)
+                    if row < rows and bx < n_tiles:
+                        load_tile(A, B, A_s, B_s, full, empty, row * cluster_size + rank, bx, k_steps, wave * k_steps,
+                                  cluster_size)  # fmt: skip
             else:
                 T.inc_max_nreg(232)
                 for wave in T.serial(waves):
-                    by, bx = order.coord(wave * persistent + blocks)
-                    if by < m_tiles and bx < n_tiles:
-                        multiply_tile(
-                            C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, wave * k_steps, threads
-                        )
+                    row, bx = order.coord(wave * workers + worker)
+                    if row < rows and bx < n_tiles:
+                        multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, row * cluster_size + rank, bx, k_steps,
+                                      wave * k_steps, threads, cluster_size)  # fmt: skip
         else:
             bx, by = blocks
             if swizzle:
                 T.use_swizzle(panel_size=swizzle)
             if tx < PRODUCER_THREADS:
                 T.dec_max_nreg(40)
-                load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, 0)
+                load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, 0, 1)
             else:
                 T.inc_max_nreg(232)
-                multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, 0, threads)
+                multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, 0, threads, 1)
+        if epilogue == "shared":
+            T.tma_store_wait()  # C_s stays until the last store has read it
+        if cluster_size > 1:
+            T.cluster_sync()  # no block leaves while the other may still multicast into it or arrive on it
     return C
 
 
@@ -189,19 +253,20 @@ GEMM_SPACE = dict(
 def gemm_fits(config: dict) -> bool:
     """The configs worth compiling: within the 227 KiB of shared memory a block may have on sm_90a (the
     operand stages beside the staged output columns when warp-specialized, else the output reusing the
-    operands' room), at most 128 fp32 accumulators a thread, and persistent only when warp-specialized
-    (where `policy` has no effect: only its default is compiled)."""
+    operands' room), at most 128 fp32 accumulators a thread, and persistent blocks or clusters only when
+    warp-specialized (where `policy` has no effect: only its default is compiled)."""
     block_m, block_n, block_k = config["block_M"], config["block_N"], config["block_K"]
     staged = config["num_stages"] * (block_m * block_k + block_k * block_n) * 2
     specialized = config.get("warp_specialized", True)
-    if config.get("persistent", 0) and not specialized:
+    cluster_size, persistent = config.get("cluster_size", 1), config.get("persistent", 0)
+    if (persistent or cluster_size > 1) and not specialized or persistent % cluster_size:
         return False
     if specialized and config.get("policy", "FullRow") != "FullRow":
         return False
     if config["epilogue"] != "shared":
         smem = staged
     elif specialized:
-        smem = staged + block_m * min(block_n, STORE_COLUMNS) * 2
+        smem = staged + block_m * store_columns(block_m, block_n, block_k, config["num_stages"]) * 2
     else:
         smem = max(staged, block_m * block_n * 2)
-    return smem <= 227 * 1024 and block_m * block_n <= 128 * config["threads"]
+    return smem <= SHARED_MEMORY and block_m * block_n <= 128 * config["threads"]
