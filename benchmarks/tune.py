@@ -9,9 +9,10 @@
    in a fresh process whose cache is empty but for the headers an earlier compile server kept (a new
    notebook on a machine used before: no kernel or record of this space, nvrtc-pch/kept from the first
    part). Targets (issue 16): cold with workers warm <= 4 s, fresh process <= 8 s, resumed <= 2 s.
-2. A larger space (block sizes, stages 2-4, threads, swizzle, warp policy, output epilogue through shared
-   memory or not), configs that overflow shared memory or registers dropped by a constraint before
-   compiling, under a 120 s budget with TPE: the best found beside torch.matmul (cuBLAS). Target >= 1.0x.
+2. The Hopper GEMM template's structures (tilebench/templates/gemm.py: warp-specialized or cp.async,
+   persistent blocks, 2x1 clusters, tile sizes, stages, swizzle), configs that overflow shared memory or
+   registers dropped by its constraint before compiling, under a 120 s budget with TPE: the best found
+   beside torch.matmul (cuBLAS). Target >= 1.0x.
 Every best kernel is re-timed here with the same timer (median, CUDA events) for a fair comparison.
 Usage: python benchmarks/tune.py [--budget 120] [--skip-tilelang] [--cold-only]
 """
@@ -41,11 +42,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import Report  # noqa: E402
 
+from tilebench import templates  # noqa: E402
+
+GEMM_SPACE = templates.module("gemm").GEMM_SPACE
+
 SIZE = 4096
 FLOPS = 2 * SIZE**3
 FACTS_SPACE = dict(
     block_M=[64, 128], block_N=[128, 256], block_K=[32, 64], num_stages=[3], threads=[128, 256]
 )
+# Part 2 searches the Hopper GEMM template (tilebench/templates/gemm.py): its space and its clusters.
+TEMPLATE_SPACE = {**GEMM_SPACE, "cluster_size": [1, 2]}
+# The cp.async kernel below over block sizes, stages 2-4, threads, swizzle, warp policy and epilogue:
+# the space scale.py and the throughput benchmark tune across GPUs.
 LARGE_SPACE = dict(
     block_M=[64, 128, 256],
     block_N=[128, 256],
@@ -283,33 +292,34 @@ def main() -> None:
     report.note("tilebench cold, fresh process (workers start inside the tune call): " + fresh_note)
     report.note("tilebench cold, fresh process, headers kept by an earlier server: " + kept_note)
 
-    large = {k: tb.tune(v) for k, v in LARGE_SPACE.items()}
+    gemm, template = templates.kernel("gemm"), templates.module("gemm")
+    large = {k: tb.tune(v) for k, v in TEMPLATE_SPACE.items()}
     big, big_s = timed(
-        lambda: tb_matmul.tune(
-            SIZE,
-            SIZE,
-            SIZE,
+        lambda: gemm.tune(
+            A,
+            B,
             **large,
             tune_options={
                 **tune_options,
                 "strategy": "tpe",
                 "max_seconds": options.budget,
-                "constraint": fits_on_chip,
+                "constraint": template.gemm_fits,
             },
         )
     )
     finalists = sorted((r for r in big.records if r.status == "ok"), key=lambda r: r.median_ms)[:3]
     retimed = []  # (kernel ms, cuBLAS ms timed around it, config): clocks drift over a two-minute search
     for record in finalists:
-        kernel = tb_matmul.compile(SIZE, SIZE, SIZE, **record.config)
+        kernel = gemm.compile(A, B, **record.config)
         before = time_call(lambda: A @ B, warmup=50, rep=300)
         ms = time_call(lambda kernel=kernel: kernel(A, B), warmup=50, rep=300)
         after = time_call(lambda: A @ B, warmup=50, rep=300)
         retimed.append((ms, (before + after) / 2, record.config))
     big_ms, big_cublas_ms, big_config = max(retimed, key=lambda t: t[1] / t[0])
     counts = {s: sum(1 for r in big.records if r.status == s) for s in {r.status for r in big.records}}
+    fitting = sum(map(template.gemm_fits, configs_of(TEMPLATE_SPACE)))
     report.row(
-        case=f"{len(configs_of(LARGE_SPACE))}-config space (constrained), TPE, {options.budget:g} s",
+        case=f"Hopper template, {fitting} configs (constrained), TPE, {options.budget:g} s",
         seconds=big_s,
         best_tflops=tflops(big_ms),
         vs_cublas=big_cublas_ms / big_ms,
