@@ -250,10 +250,12 @@ def test_compare_counts_mismatched_elements_against_the_allowed_ratio():
     job = BenchJob("", {}, rtol=0.0, atol=0.01, max_mismatched_ratio=0.05)
     want = torch.ones(100)
     got = want.clone()
-    got[:3] += 1.0  # 3% off
+    got[:3] += 0.05  # 3% off, by 5x the tolerance
     result = job._compare([got], [want])
     assert result.status == "ok" and result.mismatch_ratio == pytest.approx(0.03)
-    assert result.max_abs_error == pytest.approx(1.0)
+    assert result.max_abs_error == pytest.approx(0.05)
+    got[:3] += 1.0  # ... and by 100x: wrong values, whatever their share
+    assert "3 elements differ by more than 10x" in job._compare([got], [want]).message
     got[:10] = float("nan")
     result = job._compare([got], [want])
     assert result.status == "mismatch" and "10.00% of elements differ" in result.message

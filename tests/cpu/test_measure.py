@@ -34,12 +34,27 @@ def test_wrong_values_and_shapes_fail_with_a_message():
     assert compare([want], [want, want]).status == "mismatch"
 
 
-def test_a_mismatch_ratio_allows_a_few_elements():
+def test_a_mismatch_ratio_allows_a_few_elements_near_the_tolerance():
     want = torch.zeros(100)
     got = want.clone()
-    got[:2] = 1.0
+    got[:2] = 5e-3  # 5x the tolerance
     assert compare([got], [want], 1e-3, 1e-3, max_mismatched_ratio=0.01).status == "mismatch"
     assert compare([got], [want], 1e-3, 1e-3, max_mismatched_ratio=0.05).ok
+
+
+def test_a_mismatch_ratio_never_lets_a_wrong_value_through():
+    # a GEMM whose warpgroups stored the wrong registers: under 1% of the outputs wrong, by up to 470
+    want = torch.full((64, 64), 60.0)
+    got = want.clone()
+    got[3, 5] = 530.0
+    result = compare([got], [want], 1e-2, 1e-2, max_mismatched_ratio=0.01)
+    assert result.status == "mismatch" and result.mismatch_ratio < 0.01
+    assert "1 element differs by more than 10x rtol=0.01, atol=0.01" in result.message
+    assert "(the first at (3, 5): 530, reference 60)" in result.message
+    got[3, 5] = float("nan")
+    assert "differs by more than 10x" in compare([got], [want], 1e-2, 1e-2, max_mismatched_ratio=0.01).message
+    got[3, 5] = 60.0 + 6.0  # 10x the tolerance of 0.61 at 60 is 6.1: near enough
+    assert compare([got], [want], 1e-2, 1e-2, max_mismatched_ratio=0.01).ok
 
 
 def test_relative_error_is_against_the_largest_reference_value():
