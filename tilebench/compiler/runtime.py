@@ -39,10 +39,11 @@ def tilelang() -> ModuleType:
     prepare_environment()
     import tilelang as tl
 
-    from tilebench.compiler import export, nvrtc
+    from tilebench.compiler import export, mutation_cache, nvrtc
     from tilebench.compiler.cache import guard_disk_cache
 
     guard_disk_cache()
+    mutation_cache.install()  # a kernel function's source rewritten once, not once per elaboration
     nvrtc.install()  # device code through NVRTC
     export.install()  # kernel-cache saves without compiling the device binary as C
     # tilebench keeps one tilelang kernel per compile key by design; tilelang's hint to use
