@@ -354,7 +354,9 @@ class BenchJob:
             best = self.best_so_far_ms
             if best is not None and quick > self.full_if_within * best:
                 return self._stats(times, check, quick, full=False)
-            times = event_times(fn, device, 0.0, self.rep_ms)  # already warm
+            rest = self.rep_ms - self.quick_rep_ms  # the quick samples count toward the full timing
+            if rest > 0:
+                times = times + event_times(fn, device, 0.0, rest)  # already warm
         else:
             times = event_times(fn, device, warmup_ms, self.rep_ms)
         return self._stats(times, check, quick, full=True)
