@@ -2,6 +2,7 @@
 names, and the structure parameter changes the kernel as it says."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -146,6 +147,23 @@ def test_the_written_out_attention_overlaps_the_softmax_with_the_next_scores_and
     # tilelang's own warp specialization waits for each GEMM instead
     automatic = attention.compile(q, q, q, overlap="none").cuda_source
     assert "wait_wgmma<1>" not in automatic and "warpgroup_wait<0>" in automatic
+
+
+def test_the_written_out_causal_attention_masks_the_scores_after_the_gemm_that_clears_them():
+    """Q K^T starts from zero in the wgmma itself (no clearing of S before it is issued), and the tiles
+    crossing the diagonal are masked once it is done."""
+    q = tb.place(2, 1024, 4, 128, dtype=torch.float16)
+    source = templates.kernel("attention").compile(q, q, q, is_causal=True, overlap="intra").cuda_source
+    scores = re.findall(r"wgmma_ss<[^>]*>\((.*?)\);", source)
+    assert len(scores) == 2 and all(call.endswith("? 1 : 0)") for call in scores), scores
+    loop = source[source.index("for (int k_1 = 1;") :]
+    assert (
+        loop.index("wgmma_ss")
+        < loop.index("wait_wgmma<1>")
+        < loop.index("-CUDART_INF_F")
+        < loop.index("exp2")
+    )
+    assert "broadcast_var" not in loop[: loop.index("wgmma_ss")]
 
 
 def test_the_tuner_compiles_every_structure_of_the_templates_in_its_workers():

@@ -32,20 +32,42 @@ NO_THREAD_SYNC = tilelang.PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC
 PRODUCER_THREADS = 128
 
 
+def masked(k, block_N: int, row0, seq_len, is_causal: bool):
+    """Whether key tile k holds hidden keys: it crosses the diagonal (causal) or the sequence's end."""
+    return (k + 1) * block_N > (row0 + 1 if is_causal else seq_len)
+
+
+def visible(i, j, k, block_N: int, row0, seq_len, is_causal: bool):
+    """Whether row i of the block sees key j of tile k."""
+    column = k * block_N + j
+    return column <= row0 + i if is_causal else column < seq_len
+
+
 @T.macro
 def start_scores(S, k, row0, seq_len, is_causal, partial_tile):
-    """S before Q K^T of key tile k accumulates into it: zero, or -inf where a key is hidden. Only the tiles
-    crossing the diagonal (causal) or the sequence's end are masked."""
+    """S before Q K^T of key tile k accumulates into it: zero, or -inf where a key is hidden (tilelang's
+    pipelines, where clearing the accumulator in the GEMM measured slower)."""
     block_M, block_N = S.shape
-    if not is_causal and not partial_tile:
-        T.clear(S)
-    elif (k + 1) * block_N > (row0 + 1 if is_causal else seq_len):
+    if (is_causal or partial_tile) and masked(k, block_N, row0, seq_len, is_causal):
         for i, j in T.Parallel(block_M, block_N):
-            column = k * block_N + j
-            visible = column <= row0 + i if is_causal else column < seq_len
-            S[i, j] = T.if_then_else(visible, 0, -T.infinity(T.float32))
+            S[i, j] = T.if_then_else(
+                visible(i, j, k, block_N, row0, seq_len, is_causal), 0, -T.infinity(T.float32)
+            )
     else:
         T.clear(S)
+
+
+@T.macro
+def mask_scores(S, k, row0, seq_len, is_causal, partial_tile):
+    """-inf where a key is hidden in S, the scores of key tile k after Q K^T (the written-out pipeline).
+    Every tile's Q K^T starts from zero in the GEMM, so the tensor cores never wait for S to be cleared;
+    only the tiles with hidden keys are masked afterwards."""
+    block_M, block_N = S.shape
+    if (is_causal or partial_tile) and masked(k, block_N, row0, seq_len, is_causal):
+        for i, j in T.Parallel(block_M, block_N):
+            S[i, j] = T.if_then_else(
+                visible(i, j, k, block_N, row0, seq_len, is_causal), S[i, j], -T.infinity(T.float32)
+            )
 
 
 def softmax_fragments(block_M: int, block_N: int, dim: int) -> tuple:
@@ -110,10 +132,10 @@ def overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, row0, by, bz, steps, partial
         T.fill(row_max, -T.infinity(T.float32))
         T.barrier_wait(q_full[0], 0)
         T.barrier_wait(k_full[0], 0)
-        start_scores(S, 0, row0, seq_len, is_causal, partial_tile)
-        T.wgmma_gemm(Q_s, K_s[0, :, :], S, transpose_B=True, policy=policy)
+        T.wgmma_gemm(Q_s, K_s[0, :, :], S, transpose_B=True, policy=policy, clear_accum=True)
         T.wait_wgmma(0)
         T.barrier_arrive(k_empty[0])
+        mask_scores(S, 0, row0, seq_len, is_causal, partial_tile)
         online_softmax(S, row_max, prev_max, rescale, row_sum, denom, scale)
         T.copy(S, P)
         group = tx // 128 - 1  # the consumer warpgroup
@@ -124,17 +146,14 @@ def overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, row0, by, bz, steps, partial
             T.barrier_wait(k_full[stage], (k // stages) & 1)
             if pingpong:
                 T.sync_threads(barrier_id=2 + group, arrive_count=consumers)  # this group's turn
-            if not is_causal and not partial_tile:  # no tile is masked
-                T.wgmma_gemm(Q_s, K_s[stage, :, :], S, transpose_B=True, policy=policy, clear_accum=True)
-            else:
-                start_scores(S, k, row0, seq_len, is_causal, partial_tile)
-                T.wgmma_gemm(Q_s, K_s[stage, :, :], S, transpose_B=True, policy=policy)
+            T.wgmma_gemm(Q_s, K_s[stage, :, :], S, transpose_B=True, policy=policy, clear_accum=True)
             T.barrier_wait(v_full[last], ((k - 1) // stages) & 1)
             T.wgmma_gemm(P, V_s[last, :, :], acc, policy=policy)
             if pingpong:
                 T.named_barrier_arrive(3 - group, consumers)  # the other group's turn
             T.wait_wgmma(1)  # Q K^T is done, P V may still run
             T.barrier_arrive(k_empty[stage])
+            mask_scores(S, k, row0, seq_len, is_causal, partial_tile)
             online_softmax(S, row_max, prev_max, rescale, row_sum, denom, scale)
             T.wait_wgmma(0)
             T.warpgroup_fence_operand(P)  # P's registers stay untouched until P V has read them
