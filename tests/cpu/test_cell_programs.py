@@ -266,7 +266,7 @@ def test_autotune_configs_with_pass_configs_compile_each_under_its_own(ip):
 
 
 def test_a_program_that_exits_ends_there_and_a_failing_status_is_an_error_at_its_line(ip):
-    from tilebench.magic.cell import TileLangCellError
+    from tilebench.magic.errors import TileLangCellError
 
     ip.run_cell_magic("tilelang", "", "before_exit = 1\nimport sys\nsys.exit(0)\nafter_exit = 2\n")
     assert ip.user_ns["before_exit"] == 1 and "after_exit" not in ip.user_ns  # as a script would

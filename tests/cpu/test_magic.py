@@ -10,7 +10,7 @@ from IPython.testing.globalipapp import start_ipython
 from magic_cells import EAGER_GEMM, LAZY_AND_PRIM
 
 from tilebench.kernel.jit import JIT
-from tilebench.magic.cell import TileLangCellError
+from tilebench.magic.errors import TileLangCellError
 from tilebench.views.panel import without_line_directives
 
 

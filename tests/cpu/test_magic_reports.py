@@ -8,7 +8,7 @@ from IPython import get_ipython
 from IPython.testing.globalipapp import start_ipython
 from magic_cells import LAZY_AND_PRIM
 
-from tilebench.magic.cell import TileLangCellError
+from tilebench.magic.errors import TileLangCellError
 
 HUGE_SHARED = """
 @T.prim_func

@@ -8,7 +8,6 @@ import inspect
 import math
 import sys
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,23 +16,12 @@ from IPython.core.error import UsageError
 from tilebench.compiler.options import LINE_DIRECTIVES
 from tilebench.kernel import observe
 from tilebench.magic.discover import bound_names, cell_kernels, read_names
+from tilebench.magic.errors import exit_error, fail, needs_device
 from tilebench.magic.fingerprint import CellMemory, cell_key
 from tilebench.magic.result import CellResult, ProgramRun
 
 MEMORY = CellMemory()
 _MISSING = object()
-
-
-class TileLangCellError(Exception):
-    """A %%tilelang cell failed; IPython shows the short report instead of a long traceback."""
-
-    def __init__(self, report: Any) -> None:
-        super().__init__(report.summary)
-        self.report = report
-
-    def _render_traceback_(self) -> list[str]:
-        where = f" (cell line {self.report.cell_line})" if self.report.cell_line else ""
-        return [f"TileLangCellError: {self.report.summary}{where}"]
 
 
 def _ensure_names(namespace: dict[str, Any]) -> None:
@@ -144,7 +132,7 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
     try:
         tree = ast.parse(cell)
     except SyntaxError as exc:
-        _fail(exc, "<tilelang cell>", cell, display)
+        fail(exc, "<tilelang cell>", cell, display, 1 + LINE_OFFSET)
     names = bound_names(tree)
     saved = {name: namespace.get(name, _MISSING) for name in names}
     _ensure_names(namespace)
@@ -183,10 +171,10 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
         raise
     except Exception as exc:
         _restore(namespace, saved)
-        _fail(exc, filename, cell, display)
+        fail(exc, filename, cell, display, 1 + LINE_OFFSET)
     except SystemExit as exc:  # from a kernel function the magic called while compiling
         _restore(namespace, saved)
-        _fail(exit_error(exc), filename, cell, display)
+        fail(exit_error(exc), filename, cell, display, 1 + LINE_OFFSET)
     except BaseException:
         _restore(namespace, saved)
         raise
@@ -217,41 +205,6 @@ def program_argv(filename: str) -> Iterator[None]:
         yield
     finally:
         sys.argv = saved
-
-
-def exit_error(exit: SystemExit) -> RuntimeError:
-    """A program's exit with a failing status, as an error at the line that exited (a cell's program ends
-    itself, never the notebook's kernel)."""
-    frames = traceback.extract_tb(exit.__traceback__)
-    if any("tilelang/testing" in frame.filename.replace("\\", "/") for frame in frames):
-        text = (
-            f"tilelang.testing.main() runs pytest on the program's own file and a cell has none (pytest "
-            f"exited with status {exit.code}): call the test functions in the cell instead"
-        )
-    else:
-        text = f"the program exited with status {exit.code!r}"
-    return RuntimeError(text).with_traceback(exit.__traceback__)
-
-
-def needs_device(error: BaseException) -> bool:
-    """True when, without a GPU, the cell's program failed because it needed one (compile-only)."""
-    from tilebench.compiler.runtime import has_gpu
-    from tilebench.measure.timer import NoDeviceError
-
-    if has_gpu():
-        return False
-    if isinstance(error, NoDeviceError):
-        return True
-    text = str(error)
-    if any(word in text for word in ("CUDA", "cuda", "NVIDIA driver")):
-        return True
-    frames = traceback.extract_tb(error.__traceback__)
-    return bool(frames) and any(part in frames[-1].filename.replace("\\", "/") for part in DEVICE_QUERIES)
-
-
-# Where tilelang asks the device itself (SM count, shared memory, attributes): without a GPU its errors
-# there ("Failed to get device properties.") are where a program first needs one.
-DEVICE_QUERIES = ("tilelang/carver/arch/driver/",)
 
 
 def _own_line_directives(overrides: dict[str, Any]) -> bool:
@@ -482,22 +435,3 @@ def _literal(text: str) -> Any:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return {"true": True, "false": False}.get(text.lower(), text)
-
-
-def _fail(error: BaseException, filename: str, cell: str, display: Callable[[Any], Any]) -> None:
-    from tilebench.magic.errors import explain
-
-    report = explain(error, filename, cell, first_line=1 + LINE_OFFSET)
-    display(_ErrorView(report))
-    raise TileLangCellError(report) from error
-
-
-class _ErrorView:
-    def __init__(self, report: Any) -> None:
-        self.report = report
-
-    def _repr_html_(self) -> str:
-        return self.report.html()
-
-    def __repr__(self) -> str:
-        return self.report.text()

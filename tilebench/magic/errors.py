@@ -1,4 +1,5 @@
-"""Turn an exception from a %%tilelang cell into a short report that names the cell line.
+"""Turn an exception from a %%tilelang cell into a short report that names the cell line, shown in place of
+the traceback (`fail`); and what a cell's failure means (a program's exit, a missing GPU).
 
 Where the line comes from (tilelang 0.1.15):
 - Python and elaboration errors: tilelang's builder recompiles kernel bodies under the cell's
@@ -16,6 +17,7 @@ from __future__ import annotations
 import html
 import re
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -300,3 +302,72 @@ def _compiler_summary(kind: str, message: str) -> str:
 def _source(cell_text: str, line: int | None) -> str | None:
     lines = cell_text.splitlines()
     return lines[line - 1].strip() if line is not None and 1 <= line <= len(lines) else None
+
+
+class TileLangCellError(Exception):
+    """A %%tilelang cell failed; IPython shows the short report instead of a long traceback."""
+
+    def __init__(self, report: Any) -> None:
+        super().__init__(report.summary)
+        self.report = report
+
+    def _render_traceback_(self) -> list[str]:
+        where = f" (cell line {self.report.cell_line})" if self.report.cell_line else ""
+        return [f"TileLangCellError: {self.report.summary}{where}"]
+
+
+def exit_error(exit: SystemExit) -> RuntimeError:
+    """A program's exit with a failing status, as an error at the line that exited (a cell's program ends
+    itself, never the notebook's kernel)."""
+    frames = traceback.extract_tb(exit.__traceback__)
+    if any("tilelang/testing" in frame.filename.replace("\\", "/") for frame in frames):
+        text = (
+            f"tilelang.testing.main() runs pytest on the program's own file and a cell has none (pytest "
+            f"exited with status {exit.code}): call the test functions in the cell instead"
+        )
+    else:
+        text = f"the program exited with status {exit.code!r}"
+    return RuntimeError(text).with_traceback(exit.__traceback__)
+
+
+def needs_device(error: BaseException) -> bool:
+    """True when, without a GPU, the cell's program failed because it needed one (compile-only)."""
+    from tilebench.compiler.runtime import has_gpu
+    from tilebench.measure.timer import NoDeviceError
+
+    if has_gpu():
+        return False
+    if isinstance(error, NoDeviceError):
+        return True
+    text = str(error)
+    if any(word in text for word in ("CUDA", "cuda", "NVIDIA driver")):
+        return True
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and any(part in frames[-1].filename.replace("\\", "/") for part in DEVICE_QUERIES)
+
+
+# Where tilelang asks the device itself (SM count, shared memory, attributes): without a GPU its errors
+# there ("Failed to get device properties.") are where a program first needs one.
+DEVICE_QUERIES = ("tilelang/carver/arch/driver/",)
+
+
+def fail(
+    error: BaseException, filename: str, cell: str, display: Callable[[Any], Any], first_line: int
+) -> None:
+    """Show the report of a cell's failure and raise it as a TileLangCellError (never a long traceback)."""
+    report = explain(error, filename, cell, first_line=first_line)
+    display(_ErrorView(report))
+    raise TileLangCellError(report) from error
+
+
+class _ErrorView:
+    """The report as the notebook shows it: HTML, or text in a terminal."""
+
+    def __init__(self, report: Any) -> None:
+        self.report = report
+
+    def _repr_html_(self) -> str:
+        return self.report.html()
+
+    def __repr__(self) -> str:
+        return self.report.text()
