@@ -3,8 +3,9 @@
 Attention forward, B8 S4096 H32 D128 fp16, non-causal and causal, against torch SDPA; GEMM 4096^3 and
 8192^3 fp16 against torch.matmul (cuBLAS). Each kernel (tilebench/templates/) is tuned by
 tilebench (checked against the vendor result, TPE within --budget seconds); the tuner's best three are
-re-timed here between vendor timings (the median of 7 rounds), the chosen one again on its own;
-`rounds` gives the lowest and highest of its 7 ratios, the noise a single ratio carries.
+re-timed here against the vendor's call, the two taking turns (_paired.py: the median of 7 rounds), the
+chosen one again on its own; `rounds` gives the lowest and highest of its 7 ratios, the noise a single
+ratio carries.
 Target: >= 1.0x for all four.
 Usage: python benchmarks/kernels.py [--budget 45] [--only attention|gemm]
 """
@@ -22,8 +23,9 @@ if __name__ == "__main__":
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _paired import retime  # noqa: E402
+
 TARGET = 1.0
-ROUNDS = 7  # vendor-kernel-vendor rounds of 100 ms timings per re-timed kernel
 BATCH, SEQ, HEADS, DIM = 8, 4096, 32, 128
 
 
@@ -44,40 +46,8 @@ def fastest(result, count: int = 3) -> list:
     return sorted((r for r in result.records if r.status == "ok"), key=lambda r: r.median_ms)[:count]
 
 
-def ratio_rounds(run_kernel, run_vendor, rounds: int = ROUNDS) -> tuple[float, float, str]:
-    """(kernel ms, vendor ms) of the round with the median ratio, and the rounds' lowest and highest
-    ratios as text; each round times the vendor, the kernel and the vendor again, so the clock's drift
-    (power, heat) between rounds cancels."""
-    from tilebench.measure.timer import time_call
-
-    timed = []
-    for _ in range(rounds):
-        before = time_call(run_vendor, warmup=20, rep=100)
-        ms = time_call(run_kernel, warmup=20, rep=100)
-        after = time_call(run_vendor, warmup=20, rep=100)
-        timed.append((ms, (before + after) / 2))
-    timed.sort(key=lambda t: t[1] / t[0])
-    ms, vendor_ms = timed[len(timed) // 2]
-    spread = f"{timed[0][1] / timed[0][0]:.3f}-{timed[-1][1] / timed[-1][0]:.3f}"
-    return ms, vendor_ms, spread
-
-
-def retime(compile_best, run_vendor, finalists) -> tuple[float, float, str, dict]:
-    """(kernel ms, vendor ms, the rounds' ratio range, config) of the finalist with the best median
-    ratio, timed again on its own after the choice, so the number printed is not the luckiest of the
-    finalists' timings."""
-
-    def speedup(kernel) -> float:
-        ms, vendor_ms, _ = ratio_rounds(kernel, run_vendor)
-        return vendor_ms / ms
-
-    kernels = [(compile_best(record.config), record.config) for record in finalists]
-    chosen, config = max(kernels, key=lambda kernel_config: speedup(kernel_config[0]))
-    return (*ratio_rounds(chosen, run_vendor), config)
-
-
 def row(report, case: str, result, flops: float, retimed) -> None:
-    ms, vendor_ms, spread, config = retimed
+    (ms, vendor_ms, spread, config), finalists = retimed
     counts = {s: sum(1 for r in result.records if r.status == s) for s in {r.status for r in result.records}}
     report.row(
         case=case,
@@ -90,7 +60,9 @@ def row(report, case: str, result, flops: float, retimed) -> None:
         target=TARGET,
         met="yes" if vendor_ms / ms >= TARGET else "no",
     )
-    report.note(f"{case}: statuses {counts}; best {config}")
+    report.note(
+        f"{case}: statuses {counts}; finalists {', '.join(f'{r:.3f}x' for r in finalists)}; best {config}"
+    )
 
 
 def attention_cases(report, budget: float) -> None:
@@ -128,9 +100,9 @@ def attention_cases(report, budget: float) -> None:
         best = retime(
             lambda config, causal=causal: _bound(attention, (Q, K, V), dict(config, is_causal=causal)),
             lambda sdpa=sdpa: sdpa(Q, K, V),
-            finalists,
+            [record.config for record in finalists],
         )
-        out = _bound(attention, (Q, K, V), dict(best[-1], is_causal=causal))()
+        out = _bound(attention, (Q, K, V), dict(best[0][-1], is_causal=causal))()
         error = (out.float() - sdpa(Q, K, V).float()).abs().max().item()
         row(report, f"attention {'causal' if causal else 'non-causal'} vs SDPA", result, flops, best)
         report.note(f"attention causal={causal}: max abs error vs SDPA {error:.2e}")
@@ -162,7 +134,9 @@ def gemm_cases(report, budget: float) -> None:
             report.note(f"GEMM {size}^3: no config passed the check")
             continue
         best = retime(
-            lambda config, A=A, B=B: _bound(gemm, (A, B), config), lambda A=A, B=B: A @ B, finalists
+            lambda config, A=A, B=B: _bound(gemm, (A, B), config),
+            lambda A=A, B=B: A @ B,
+            [r.config for r in finalists],
         )
         row(report, f"GEMM {size}^3 vs cuBLAS", result, flops, best)
 

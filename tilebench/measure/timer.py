@@ -125,40 +125,61 @@ def event_times(
     ahead: bool = True,
 ) -> list[float]:
     """Milliseconds per call from CUDA events, L2 flushed before each call (as triton's do_bench);
-    `ahead`: the timed calls are queued while the GPU spins (see below)."""
+    `ahead`: the timed calls are queued while the GPU spins (see `interleaved_times`)."""
+    return interleaved_times([fn], device, warmup_ms, rep_ms, n_warmup, n_repeat, ahead)[0]
+
+
+def interleaved_times(
+    fns: list[Callable[[], Any]],
+    device: Any,
+    warmup_ms: float,
+    rep_ms: float,
+    n_warmup: int = 0,
+    n_repeat: int = 0,
+    ahead: bool = True,
+) -> list[list[float]]:
+    """Milliseconds per call of each of `fns` (a list each), timed as `event_times` times one, their calls
+    taking turns (fns[0], fns[1], ..., fns[0], ...) for `rep_ms` in all: every function runs at the same
+    clock and heat, which a card at its power cap changes from one 100 ms window to the next, so ratios
+    between them carry far less noise than ratios of separate timings."""
     import torch
 
     if device.index not in _flush:
         _flush[device.index] = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device=device)
     flush = _flush[device.index]
-    fn()
+    for fn in fns:
+        fn()
     torch.cuda.synchronize(device)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(5):
-        flush.zero_()
-        fn()
+        for fn in fns:
+            flush.zero_()
+            fn()
     end.record()
     end.synchronize()
-    estimate = max(start.elapsed_time(end) / 5, 1e-3)
+    estimate = max(start.elapsed_time(end) / 5, 1e-3)  # one turn of all of fns
     warmups = n_warmup or max(1, int(warmup_ms / estimate))
     issued = time.perf_counter()
     for _ in range(warmups):
-        fn()
-    issue_ms = (time.perf_counter() - issued) * 1e3 / warmups  # the CPU's time to launch one call
-    count = n_repeat or min(_MAX_REPS, max(1, int(rep_ms / estimate)))
+        for fn in fns:
+            fn()
+    issue_ms = (time.perf_counter() - issued) * 1e3 / warmups  # the CPU's time to launch one turn
+    turns = n_repeat or min(_MAX_REPS, max(1, int(rep_ms / estimate)))
     events = [
-        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)
+        [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in fns]
+        for _ in range(turns)
     ]
     # The GPU waits in a spin kernel while the CPU queues the first calls, so a CPU that is late (busy
     # compiling) leaves no idle gap between a call's two events to be counted as the kernel's time.
     if ahead:
-        ahead_ms = min(_MAX_AHEAD_MS, 0.5 + 2 * issue_ms * min(count, _AHEAD_CALLS))
+        ahead_ms = min(_MAX_AHEAD_MS, 0.5 + 2 * issue_ms * min(turns, _AHEAD_CALLS // len(fns)))
         torch.cuda._sleep(int(ahead_ms * sleep_cycles_per_ms(device)))
-    for begin, finish in events:
-        flush.zero_()
-        begin.record()
-        fn()
-        finish.record()
+    for turn in events:
+        for fn, (begin, finish) in zip(fns, turn, strict=True):
+            flush.zero_()
+            begin.record()
+            fn()
+            finish.record()
     torch.cuda.synchronize(device)
-    return [begin.elapsed_time(finish) for begin, finish in events]
+    return [[turn[i][0].elapsed_time(turn[i][1]) for turn in events] for i in range(len(fns))]
