@@ -102,17 +102,18 @@ def test_a_gemm_cluster_multicasts_the_b_tile_its_blocks_share():
     assert GEMM.gemm_fits(dict(GEMM_DEFAULTS, cluster_size=2, persistent=132))
 
 
-def test_the_gemm_stages_its_whole_output_tile_when_it_fits_beside_the_operands():
-    # 3 stages of 128x256x64 (144 KiB) leave room for the whole 64 KiB tile: one TMA store, not waited
-    # for until the next tile's output is staged; 4 stages store 128 columns at a time
+def test_the_gemm_stores_its_output_in_parts_that_take_turns_in_two_buffers():
+    # 3 stages of 128x256x64 (144 KiB) leave room for the whole 64 KiB tile, 4 stages for 128 columns;
+    # the room holds two buffers, and a part waits only for the store that read its buffer two parts ago
     assert GEMM.store_columns(128, 256, 64, 3) == 256 and GEMM.store_columns(128, 256, 64, 4) == 128
     assert GEMM.store_columns(128, 320, 64, 3) == 64  # parts divide the tile
     a = tb.place(4096, 4096, dtype=torch.float16)
-    source = templates.kernel("gemm").compile(a, a, num_stages=3, persistent=132).cuda_source
-    epilogue = source[source.index("wait_wgmma<0>") :]
-    assert "for (int part" not in epilogue and epilogue.count("tma_store_arrive") == 1
-    assert "tma_store_wait" not in epilogue[epilogue.index("tma_store_arrive") : epilogue.rindex("}\n  }")]
-    assert epilogue.index("tma_store_wait") < epilogue.index("ptx_stmatrix")
+    for stages, parts in ((3, 2), (4, 4)):
+        source = templates.kernel("gemm").compile(a, a, num_stages=stages, persistent=132).cuda_source
+        epilogue = source[source.index("wait_wgmma<0>") : source.rindex("tma_store_wait")]
+        assert f"for (int part = 0; part < {parts}; ++part)" in epilogue
+        assert "tma_store_wait<1, true>" in epilogue and "tma_store_wait<0" not in epilogue
+        assert "tma_store(C_desc, (&(((half_t*)C_s)[((part" in epilogue  # the part's buffer
 
 
 def test_a_persistent_gemm_keeps_its_blocks_resident_and_loops_over_the_tiles():

@@ -11,8 +11,9 @@ text whole. Structure parameters (compile-time, so each value is its own kernel)
 - `swizzle`: the rasterisation of blocks in panels of this many, for L2 reuse (0: none).
 - `policy`: the consumer warps' split of the tile in the cp.async pipeline, "FullRow" or "Square"
   (warp-specialized, each consumer warpgroup always takes whole rows: the output is stored by columns).
-- `epilogue`: "shared" stages the output tile in shared memory (whole when it fits beside the operand
-  stages, else in parts of 128 columns), stored by TMA; "direct" stores it from registers.
+- `epilogue`: "shared" stages the output tile in shared memory, stored by TMA: warp-specialized, in parts
+  that take turns in two buffers (halves of the whole tile when it fits beside the operand stages, else of
+  128 columns), so one part's store runs while the next is written; "direct" stores it from registers.
 - `persistent` (warp-specialized only): 0, a block per output tile; N, N resident blocks (the SM count:
   132 on an H100 SXM) each looping over tiles, so the producer loads the next tile's operands while the
   consumers store the last.
@@ -29,13 +30,14 @@ NO_WARP_SPECIALIZATION = tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
 # warpgroup's branch would wait forever for the others.
 NO_THREAD_SYNC = tilelang.PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC
 PRODUCER_THREADS = 128
-STORE_COLUMNS = 128  # output columns staged in shared memory per TMA store, unless the whole tile fits
+STORE_COLUMNS = 128  # output columns staged in shared memory at once, unless the whole tile fits
 SHARED_MEMORY = 227 * 1024  # the most a block may have on sm_90a
 
 
 def store_columns(block_M: int, block_N: int, block_K: int, num_stages: int) -> int:
-    """The output columns the warp-specialized pipeline stages per TMA store: the whole tile when it
-    fits beside the operand stages, else the widest part of at most STORE_COLUMNS that divides it."""
+    """The output columns the warp-specialized pipeline has room to stage (in two buffers of half as many):
+    the whole tile when it fits beside the operand stages, else the widest part of at most STORE_COLUMNS
+    that divides it."""
     staged = num_stages * (block_M * block_K + block_K * block_N) * 2
     if staged + block_M * block_N * 2 <= SHARED_MEMORY:
         return block_N
@@ -103,21 +105,22 @@ def multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, first, co
 
 @T.macro
 def store_tile(C, C_l, C_s, by, bx, consumers):
-    """Consumers: the output tile from registers, or through `C_s` by TMA in parts of its columns. A TMA
-    store is waited for only when `C_s` is written again, so the last one overlaps the next tile."""
+    """Consumers: the output tile from registers, or by TMA in parts of its columns through the two buffers
+    of `C_s`: a part is written into one buffer while the last part's store still reads the other, and a
+    store is waited for only when its buffer is written again, so the last ones overlap the next tile."""
     block_M, block_N = C_l.shape
     if C_s is None:
         T.copy(C_l, C[by * block_M, bx * block_N])
     else:
-        columns = C_s.shape[1]
-        for part in T.unroll(block_N // columns):
-            T.tma_store_wait()  # (in the thread that issued the last store) it has read C_s
+        columns = C_s.shape[2]
+        for part in T.unroll(block_N // columns):  # an even count: part 0 finds buffer 0 free again
+            T.tma_store_wait(1)  # (in the thread that issues the stores) the store that read this buffer is done
             T.sync_threads(barrier_id=1, arrive_count=consumers)
-            T.copy(C_l[:, part * columns : (part + 1) * columns], C_s)
+            T.copy(C_l[:, part * columns : (part + 1) * columns], C_s[part % 2, :, :])
             T.fence_proxy_async()  # C_s's writes visible to the TMA store
             T.sync_threads(barrier_id=1, arrive_count=consumers)
-            T.tma_copy(C_s, C[by * block_M : (by + 1) * block_M, bx * block_N + part * columns :
-                              bx * block_N + (part + 1) * columns])  # fmt: skip
+            T.tma_copy(C_s[part % 2, :, :], C[by * block_M : (by + 1) * block_M, bx * block_N + part * columns :
+                                              bx * block_N + (part + 1) * columns])  # fmt: skip
 
 
 @T.macro
@@ -189,8 +192,9 @@ def gemm(
         B_s = T.alloc_shared((num_stages, block_K, block_N), T.float16)
         C_l = T.alloc_fragment((block_M, block_N), T.float32)
         C_s = None
-        if epilogue == "shared":
-            C_s = T.alloc_shared((block_M, store_columns(block_M, block_N, block_K, num_stages)), T.float16)
+        if epilogue == "shared":  # two buffers that share the room for the staged columns
+            room = store_columns(block_M, block_N, block_K, num_stages)
+            C_s = T.alloc_shared((2, block_M, room // 2), T.float16)
         full = T.alloc_barrier([PRODUCER_THREADS] * num_stages)  # a stage's operands have landed
         if cluster_size == 1:  # the consumers' MMAs are done with a stage
             empty = T.alloc_barrier([threads // 128] * num_stages)
