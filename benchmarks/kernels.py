@@ -7,7 +7,7 @@ re-timed here against the vendor's call, the two taking turns (_paired.py: the m
 chosen one again on its own; `rounds` gives the lowest and highest of its 7 ratios, the noise a single
 ratio carries.
 Target: >= 1.0x for all four.
-Usage: python benchmarks/kernels.py [--budget 45] [--only attention|gemm]
+Usage: python benchmarks/kernels.py [--budget 60] [--only attention|gemm]
 """
 
 import argparse
@@ -149,7 +149,7 @@ def _bound(jit, tensors: tuple, config: dict):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--budget", type=float, default=45, help="tuning seconds per case (45)")
+    parser.add_argument("--budget", type=float, default=60, help="tuning seconds per case (60)")
     parser.add_argument("--only", choices=["attention", "gemm"], default=None)
     options = parser.parse_args()
 

@@ -239,10 +239,11 @@ def run_pytest(
 
 
 def run_benchmarks(pattern: str, timeout: float, results: Path) -> list[BenchResult]:
-    """Every benchmarks/*.py not starting with '_' (and containing pattern), each as a subprocess."""
+    """Every benchmarks/*.py not starting with '_' (whose name contains one of pattern's comma-separated
+    parts), each as a subprocess."""
     banner("benchmarks")
     scripts = sorted(p for p in (REPO / "benchmarks").glob("*.py") if not p.name.startswith("_"))
-    scripts = [p for p in scripts if pattern in p.stem]
+    scripts = [p for p in scripts if any(part in p.stem for part in pattern.split(","))]
     if not scripts:
         print("no benchmark scripts")
     env = {**os.environ, "TILEBENCH_RESULTS": str(results)}
@@ -334,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--skip", default="", help=f"comma-separated parts to leave out: {','.join(PARTS)}")
-    parser.add_argument("--bench", default="", help="run only benchmarks whose file name contains this")
+    parser.add_argument(
+        "--bench", default="", help="run only benchmarks whose file name contains this (or one of a,b)"
+    )
     parser.add_argument("--bench-timeout", type=float, default=300, help="seconds per benchmark (300)")
     parser.add_argument("--tests-timeout", type=float, default=1200, help="seconds for tests/gpu (1200)")
     parser.add_argument("--notebooks-timeout", type=float, default=900, help="seconds for notebooks (900)")

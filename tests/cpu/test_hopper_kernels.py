@@ -53,6 +53,9 @@ def test_the_spaces_constraints_keep_configs_worth_compiling():
     # 128x256x64 fit, 4 of 256x128x64 do not
     assert {c["num_stages"] for c in persistent if (c["block_M"], c["block_N"]) == (128, 256)} == {3, 4}
     assert {c["num_stages"] for c in persistent if (c["block_M"], c["block_N"]) == (256, 128)} == {3}
+    # the deferred epilogue only where it differs from "shared": persistent blocks
+    assert {c["epilogue"] for c in gemm if not c["persistent"]} == {"shared"}
+    assert {c["epilogue"] for c in persistent} == {"shared", "deferred"}
 
 
 def test_the_gemm_consumers_keep_one_wgmma_group_in_flight_and_free_each_stage_when_its_mmas_finish():
@@ -128,6 +131,27 @@ def test_a_persistent_gemm_keeps_its_blocks_resident_and_loops_over_the_tiles():
     assert source.index("wave < 4") < source.index("tma_load(A_desc")
 
 
+def test_a_deferred_epilogue_stores_each_tile_while_the_next_tiles_first_mmas_run():
+    a = tb.place(4096, 4096, dtype=torch.float16)
+    gemm = templates.kernel("gemm")
+    kernel = gemm.compile(a, a, num_stages=4, persistent=128, epilogue="deferred")
+    artifacts = kernel.artifacts()
+    artifacts.ensure_ptx()  # ptxas: the fp16 copy of the tile fits beside the accumulators
+    assert artifacts.resources.grid == (128, 1, 1) and artifacts.resources.spill_store_bytes == 0
+    source = kernel.cuda_source
+    consumers = source[source.index("warpgroup_reg_alloc<232>") :]
+    loop = consumers[: consumers.index("wait_wgmma<0>")]
+    # inside the K loop, once the first step's MMAs are issued: the last tile, if there is one
+    first = loop[loop.index("warpgroup_commit_batch") :]
+    assert first.index("if (k_1 == 0)") < first.index("0 <= last[0]") < first.index("tma_store(C_desc")
+    # the finished tile becomes fp16 registers, and the block's last tile is stored after the loop
+    after = consumers[consumers.index("wait_wgmma<0>") :]
+    assert after.index("__float22half2_rn") < after.index("last[0] = ") < after.index("tma_store(C_desc")
+    assert "wave_1 < 4" in consumers and "tma_store(C_desc" not in after[: after.index("last[0] = ")]
+    with pytest.raises(ValueError, match="epilogue='later'"):
+        gemm.compile(a, a, epilogue="later")
+
+
 def test_the_written_out_attention_overlaps_the_softmax_with_the_next_scores_and_the_last_values():
     q = tb.place(8, 4096, 32, 128, dtype=torch.float16)
     attention = templates.kernel("attention")
@@ -175,14 +199,17 @@ def test_the_tuner_compiles_every_structure_of_the_templates_in_its_workers():
     result = templates.kernel("attention").tune(q, q, q, num_stages=tb.tune([1, 2]), overlap=overlap)
     a = tb.place(512, 512, dtype=torch.float16)
     structures = dict(
-        warp_specialized=tb.tune([True, False]), persistent=tb.tune([0, 4]), cluster_size=tb.tune([1, 2])
+        warp_specialized=tb.tune([True, False]),
+        persistent=tb.tune([0, 4]),
+        cluster_size=tb.tune([1, 2]),
+        epilogue=tb.tune(["shared", "deferred"]),
     )
     gemm = templates.kernel("gemm").tune(
         a, a, num_stages=3, tune_options={"constraint": GEMM.gemm_fits}, **structures
     )
     for records in (result.records, gemm.records):
         assert records and {r.status for r in records} == {"skipped"}, [(r.config, r.status) for r in records]
-    assert len(result.records) == 6 and len(gemm.records) == 5
+    assert len(result.records) == 6 and len(gemm.records) == 6
 
 
 def test_three_consumer_warpgroups_take_192_rows():

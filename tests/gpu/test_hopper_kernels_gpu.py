@@ -51,3 +51,19 @@ def test_gemm_matches_matmul_with_partial_tiles(persistent, swizzle, num_stages,
     # 23 x 12 tiles of 128 x 256: three waves of 132 persistent blocks; a cluster's spare block in the last row
     out = gemm(a, b, **config)
     torch.testing.assert_close(out, (a.float() @ b.float()).half(), rtol=1e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("persistent", [128, 132])
+@pytest.mark.parametrize("num_stages", [3, 4], ids=["whole-tile-store", "store-by-parts"])
+@pytest.mark.parametrize("shape", [(2900, 520, 2912), (128, 64, 256)], ids=["partial-tiles", "one-tile"])
+def test_a_deferred_epilogue_stores_every_tile_once_the_next_is_under_way(persistent, num_stages, shape):
+    m, k, n = shape
+    config = dict(block_M=128, block_N=256, block_K=64, num_stages=num_stages, threads=256, swizzle=8)
+    config.update(warp_specialized=True, epilogue="deferred", persistent=persistent)
+    assert GEMM.gemm_fits(config)
+    torch.manual_seed(0)
+    a = torch.randn(m, k, dtype=torch.float16, device="cuda")
+    b = torch.randn(k, n, dtype=torch.float16, device="cuda")
+    # 276 tiles: 2 or 3 per block, the last stored after the loop; one tile: the other blocks store nothing
+    out = gemm(a, b, **config)
+    torch.testing.assert_close(out, (a.float() @ b.float()).half(), rtol=1e-2, atol=5e-2)

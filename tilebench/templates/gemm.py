@@ -13,10 +13,13 @@ text whole. Structure parameters (compile-time, so each value is its own kernel)
   (warp-specialized, each consumer warpgroup always takes whole rows: the output is stored by columns).
 - `epilogue`: "shared" stages the output tile in shared memory, stored by TMA: warp-specialized, in parts
   that take turns in two buffers (halves of the whole tile when it fits beside the operand stages, else of
-  128 columns), so one part's store runs while the next is written; "direct" stores it from registers.
-- `persistent` (warp-specialized only): 0, a block per output tile; N, N resident blocks (the SM count:
-  132 on an H100 SXM) each looping over tiles, so the producer loads the next tile's operands while the
-  consumers store the last.
+  128 columns), so one part's store runs while the next is written; "deferred" (persistent blocks without
+  clusters; else as "shared") keeps the finished tile in registers as fp16 and stores it the same way while
+  the next tile's first MMAs run; "direct" stores it from registers.
+- `persistent` (warp-specialized only): 0, a block per output tile; N, N resident blocks each looping over
+  tiles, so the producer loads the next tile's operands while the consumers store the last: the SM count
+  (132 on an H100 SXM), or 128, which divides the tile count of power-of-two shapes, so that every block
+  takes as many tiles and none waits at the end.
 - `cluster_size` (warp-specialized only): blocks per thread-block cluster, which take vertically adjacent
   tiles; the first multicasts their shared B tile to all by TMA (a 2x1 cluster halves B's traffic from L2).
   On the H100 it measured no faster than 1 at 4096^3 and 8192^3, so GEMM_SPACE leaves it out.
@@ -29,6 +32,7 @@ NO_WARP_SPECIALIZATION = tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
 # The explicit pipeline synchronizes its warpgroups itself: a block-wide barrier inserted into one
 # warpgroup's branch would wait forever for the others.
 NO_THREAD_SYNC = tilelang.PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC
+NO_INIT_CHECK = tilelang.PassConfigKey.TL_DISABLE_BUFFER_INIT_CHECK
 PRODUCER_THREADS = 128
 STORE_COLUMNS = 128  # output columns staged in shared memory at once, unless the whole tile fits
 SHARED_MEMORY = 227 * 1024  # the most a block may have on sm_90a
@@ -81,9 +85,12 @@ def release_stage(empty, stage, cluster_size):
 
 
 @T.macro
-def multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, first, consumers, cluster_size):
+def multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, first, consumers, cluster_size, C_h,
+                  last):  # fmt: skip
     """Consumers: tile (by, bx) over the stage ring with one wgmma group in flight, then its store. Each
-    consumer warpgroup takes whole rows (FullRow), which storing the output by columns relies on."""
+    consumer warpgroup takes whole rows (FullRow), which storing the output by columns relies on. With
+    `C_h` (the deferred epilogue) the tile's output is left there in fp16, and the tile in `last` (its row
+    and column; row -1: none) is stored while this tile's first MMAs run."""
     stages = A_s.shape[0]
     block_M, block_N = C_l.shape
     for k in T.serial(k_steps):
@@ -96,11 +103,23 @@ def multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, first, co
         if k > 0:
             T.wait_wgmma(1)  # the previous step's MMAs are done: its stage goes back to the producer
             release_stage(empty, (step + stages - 1) % stages, cluster_size)
+        if C_h is not None and k == 0:
+            store_last(C, C_h, C_s, last, consumers)
     T.wait_wgmma(0)
     release_stage(empty, (first + k_steps - 1) % stages, cluster_size)
-    # a cluster's spare block past the last row of tiles stores nothing
-    if cluster_size == 1 or by * block_M < C.shape[0]:
+    if C_h is not None:
+        T.copy(C_l, C_h)
+        last[0] = by
+        last[1] = bx
+    elif cluster_size == 1 or by * block_M < C.shape[0]:  # a cluster's spare block past the end: no store
         store_tile(C, C_l, C_s, by, bx, consumers)
+
+
+@T.macro
+def store_last(C, C_h, C_s, last, consumers):
+    """Consumers, deferred epilogue: the tile in `last` (row, column) from C_h, if there is one."""
+    if last[0] >= 0:
+        store_tile(C, C_h, C_s, last[0], last[1], consumers)
 
 
 @T.macro
@@ -114,7 +133,7 @@ def store_tile(C, C_l, C_s, by, bx, consumers):
     else:
         columns = C_s.shape[2]
         for part in T.unroll(block_N // columns):  # an even count: part 0 finds buffer 0 free again
-            T.tma_store_wait(1)  # (in the thread that issues the stores) the store that read this buffer is done
+            T.tma_store_wait(1)  # (in the thread that issues stores) the store that read this buffer is done
             T.sync_threads(barrier_id=1, arrive_count=consumers)
             T.copy(C_l[:, part * columns : (part + 1) * columns], C_s[part % 2, :, :])
             T.fence_proxy_async()  # C_s's writes visible to the TMA store
@@ -162,10 +181,15 @@ def gemm(
             f"cluster_size={cluster_size}: a cluster takes a positive number of blocks, needs warp_specialized=True "
             f"and must divide persistent={persistent}"
         )
+    if epilogue not in ("shared", "deferred", "direct"):
+        raise ValueError(f"epilogue={epilogue!r}: one of 'shared', 'deferred', 'direct'")
+    deferred = epilogue == "deferred" and warp_specialized and persistent > 0 and cluster_size == 1
     M, N, K = T.const("M, N, K")
     A: T.Tensor[[M, K], T.float16]
     B: T.Tensor[[K, N], T.float16]
-    T.annotate_pass_configs({NO_WARP_SPECIALIZATION: True, NO_THREAD_SYNC: warp_specialized})
+    # deferred: C_h is read (the last tile's store) only after a tile has written it, which the check can't see
+    configs = {NO_WARP_SPECIALIZATION: True, NO_THREAD_SYNC: warp_specialized, NO_INIT_CHECK: deferred}
+    T.annotate_pass_configs(configs)
     C = T.empty((M, N), T.float16)
     warp_policy = T.GemmWarpPolicy.FullRow if policy == "FullRow" else T.GemmWarpPolicy.Square
     m_tiles, n_tiles, k_steps = T.ceildiv(M, block_M), T.ceildiv(N, block_N), T.ceildiv(K, block_K)
@@ -175,7 +199,7 @@ def gemm(
             A_s = T.alloc_shared((block_M, block_K), T.float16)
             B_s = T.alloc_shared((block_K, block_N), T.float16)
             C_l = T.alloc_fragment((block_M, block_N), T.float32)
-            C_s = T.alloc_shared((block_M, block_N), T.float16) if epilogue == "shared" else None
+            C_s = T.alloc_shared((block_M, block_N), T.float16) if epilogue != "direct" else None
             if swizzle:
                 T.use_swizzle(panel_size=swizzle)
             pipelined_tile(A, B, C, A_s, B_s, C_l, C_s, bx, by, num_stages, warp_policy)
@@ -192,7 +216,7 @@ def gemm(
         B_s = T.alloc_shared((num_stages, block_K, block_N), T.float16)
         C_l = T.alloc_fragment((block_M, block_N), T.float32)
         C_s = None
-        if epilogue == "shared":  # two buffers that share the room for the staged columns
+        if epilogue != "direct":  # two buffers that share the room for the staged columns
             room = store_columns(block_M, block_N, block_K, num_stages)
             C_s = T.alloc_shared((2, block_M, room // 2), T.float16)
         full = T.alloc_barrier([PRODUCER_THREADS] * num_stages)  # a stage's operands have landed
@@ -218,11 +242,18 @@ def gemm(
                                   cluster_size)  # fmt: skip
             else:
                 T.inc_max_nreg(232)
+                C_h = last = None
+                if deferred:
+                    C_h = T.alloc_fragment((block_M, block_N), T.float16)
+                    last = T.alloc_local((2,), T.int32)
+                    last[0] = -1
                 for wave in T.serial(waves):
                     row, bx = order.coord(wave * workers + worker)
                     if row < rows and bx < n_tiles:
                         multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, row * cluster_size + rank, bx, k_steps,
-                                      wave * k_steps, threads, cluster_size)  # fmt: skip
+                                      wave * k_steps, threads, cluster_size, C_h, last)  # fmt: skip
+                if deferred:
+                    store_last(C, C_h, C_s, last, threads)
         else:
             bx, by = blocks
             if swizzle:
@@ -232,8 +263,8 @@ def gemm(
                 load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, 0, 1)
             else:
                 T.inc_max_nreg(232)
-                multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, 0, threads, 1)
-        if epilogue == "shared":
+                multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, 0, threads, 1, None, None)
+        if epilogue != "direct":
             T.tma_store_wait()  # C_s stays until the last store has read it
         if cluster_size > 1:
             T.cluster_sync()  # no block leaves while the other may still multicast into it or arrive on it
@@ -249,16 +280,17 @@ GEMM_SPACE = dict(
     swizzle=[8, 16],
     policy=["FullRow", "Square"],
     warp_specialized=[True, False],
-    epilogue=["shared"],
-    persistent=[0, 132],
+    epilogue=["shared", "deferred"],
+    persistent=[0, 128, 132],
 )
 
 
 def gemm_fits(config: dict) -> bool:
     """The configs worth compiling: within the 227 KiB of shared memory a block may have on sm_90a (the
     operand stages beside the staged output columns when warp-specialized, else the output reusing the
-    operands' room), at most 128 fp32 accumulators a thread, and persistent blocks or clusters only when
-    warp-specialized (where `policy` has no effect: only its default is compiled)."""
+    operands' room), at most 128 fp32 accumulators a thread, persistent blocks or clusters only when
+    warp-specialized (where `policy` has no effect: only its default is compiled), and the deferred
+    epilogue only where it differs from "shared" (persistent, no clusters)."""
     block_m, block_n, block_k = config["block_M"], config["block_N"], config["block_K"]
     staged = config["num_stages"] * (block_m * block_k + block_k * block_n) * 2
     specialized = config.get("warp_specialized", True)
@@ -267,7 +299,9 @@ def gemm_fits(config: dict) -> bool:
         return False
     if specialized and config.get("policy", "FullRow") != "FullRow":
         return False
-    if config["epilogue"] != "shared":
+    if config["epilogue"] == "deferred" and not (specialized and persistent and cluster_size == 1):
+        return False
+    if config["epilogue"] == "direct":
         smem = staged
     elif specialized:
         smem = staged + block_m * store_columns(block_m, block_n, block_k, config["num_stages"]) * 2
