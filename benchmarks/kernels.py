@@ -2,7 +2,7 @@
 
 Attention forward, B8 S4096 H32 D128 fp16, non-causal and causal, against torch SDPA; GEMM 4096^3 and
 8192^3 fp16 against torch.matmul (cuBLAS). Each kernel (tilebench/templates/) is tuned by
-tilebench (checked against the vendor result, TPE within --budget seconds); the tuner's best three are
+tilebench (checked against the vendor result, TPE within --budget seconds); the tuner's best five are
 re-timed here against the vendor's call, the two taking turns (_paired.py: the median of 7 rounds), the
 chosen one again on its own; `rounds` gives the lowest and highest of its 7 ratios, the noise a single
 ratio carries.
@@ -41,7 +41,7 @@ def tune_options(ref, flops: float, budget: float, constraint) -> dict:
     }
 
 
-def fastest(result, count: int = 3) -> list:
+def fastest(result, count: int = 5) -> list:
     """The tuner's `count` fastest correct configs."""
     return sorted((r for r in result.records if r.status == "ok"), key=lambda r: r.median_ms)[:count]
 

@@ -309,7 +309,7 @@ def main() -> None:
             },
         )
     )
-    finalists = sorted((r for r in big.records if r.status == "ok"), key=lambda r: r.median_ms)[:3]
+    finalists = sorted((r for r in big.records if r.status == "ok"), key=lambda r: r.median_ms)[:5]
 
     # clocks drift over a two-minute search: the finalists are timed again, taking turns with cuBLAS
     def bound(config: dict):
@@ -339,7 +339,7 @@ def main() -> None:
     )
     report.note(f"large space: {len(big.records)} configs tried {counts}; tuner's best {big.best_config}")
     report.note(
-        "large space: the tuner's 3 best re-timed, each taking turns with cuBLAS (median of 7 rounds): "
+        "large space: the tuner's 5 best re-timed, each taking turns with cuBLAS (median of 7 rounds): "
         + "; ".join(f"{ratio:.3f}x" for ratio in ratios)
         + f"; the best of them timed again (rounds {spread}): {big_config}"
     )
