@@ -59,14 +59,19 @@ def test_the_second_kernel_with_the_same_includes_makes_a_precompiled_header_the
         prepare_environment()
         cache = headers.HeaderCache(recording)
         options = nvrtc.nvrtc_options("90a", {})
-        cubins = [cache.compile(nvrtc.nvrtc_source(scale_source(f)), options) for f in (2.0, 3.0, 4.0)]
+        cubins, uses = [], []
+        for factor in (2.0, 3.0, 4.0):
+            cubins.append(cache.compile(nvrtc.nvrtc_source(scale_source(factor)), options))
+            uses.append(cache.last_use)
         assert cache.folder().is_relative_to(tmp_path)  # in tilebench's cache
         assert len(list(cache.folder().glob(f"{os.getpid()}/*.pch"))) == 1  # this process's one PCH
         other = OTHER_HEAD + scale_source(5.0)
         cache.compile(nvrtc.nvrtc_source(other), options, more_coming=True)
+        uses.append(cache.last_use)
     prepare_environment()
     assert all(c[:4] == b"\x7fELF" for c in cubins) and len(set(cubins)) == 3
     assert calls == [(False, ""), (True, "created"), (True, "used"), (True, "created")], calls
+    assert uses == ["none", "created", "own", "created"]  # as each compile's record tells it
     assert len(cache.ready) == 2
 
 
@@ -99,15 +104,19 @@ def test_the_pool_tells_a_worker_with_more_jobs_coming_to_make_the_precompiled_h
     with tb.settings.scope(TILEBENCH_CACHE_DIR=str(tmp_path)):
         prepare_environment()
         with CompilePool(num_workers=1) as pool:
-            assert [o.status for o in pool.submit_many(requests)] == ["ok", "ok"]
+            outcomes = list(pool.submit_many(requests))
+            assert [o.status for o in outcomes] == ["ok", "ok"]
             # the second job was queued for the only worker: the first made a PCH; the last made none
             (made,) = list(headers.HeaderCache.folder().glob("*/*.pch"))
             assert made.parent.name == str(pool.pids[0])
+            assert [o.headers for o in outcomes] == ["created", "none"]  # each outcome says so
     with tb.settings.scope(TILEBENCH_CACHE_DIR=str(tmp_path / "two")):
         prepare_environment()
         with CompilePool(num_workers=2) as pool:  # a job each, even for the worker that starts first
-            assert [o.status for o in pool.submit_many(requests)] == ["ok", "ok"]
+            outcomes = list(pool.submit_many(requests))
+            assert [o.status for o in outcomes] == ["ok", "ok"]
             assert not list(headers.HeaderCache.folder().glob("*/*.pch"))
+            assert [o.headers for o in outcomes] == ["none", "none"]
     prepare_environment()
 
 

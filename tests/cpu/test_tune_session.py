@@ -44,6 +44,20 @@ def test_compile_only_tuning_records_every_config(tmp_path):
     assert {"block_N", "status", "latency", "compile_s"} <= set(frame.columns)
 
 
+def test_each_compiled_record_says_how_its_compile_met_the_cuda_headers(tmp_path):
+    # a size no earlier run compiled, in the device code (a bounds check): no binary-cache hit
+    n = 512 * (1 + time.time_ns() % 10**6) + 1
+    result = S.vector_add.tune(
+        n,
+        block_N=tb.tune([256, 512]),
+        tune_options={"store": RecordStore(tmp_path / "records.sqlite"), "progress": None},
+    )
+    # through a precompiled header (kept by an earlier server, the server's, the worker's own), making one,
+    # or without: what the tune benchmark's timeline counts
+    uses = [r.extra.get("headers") for r in result.records]
+    assert len(uses) == 2 and set(uses) <= {"kept", "inherited", "own", "created", "none"}, uses
+
+
 def test_resume_answers_measured_configs_from_the_store(tmp_path):
     store = RecordStore(tmp_path / "records.sqlite")
     first = S.vector_add.tune(

@@ -81,6 +81,7 @@ class HeaderCache:
         self.tried: set[str] = set()  # ... that made one, or NVRTC would not keep it
         self.inherited_uses = 0  # compiles here through a PCH an ancestor made
         self.kept_uses = 0  # compiles here through a kept PCH
+        self.last_use = ""  # how the last compile met its headers (take_last_use)
         self._dir = None
 
     @staticmethod
@@ -104,29 +105,35 @@ class HeaderCache:
 
     def compile(self, source: str, options: list[str], more_coming: bool = False) -> bytes:
         """The cubin; through a PCH of the source's includes when there is one, creating it (room
-        allowing) when these includes were compiled here before or `more_coming`."""
+        allowing) when these includes were compiled here before or `more_coming`. `last_use` says which."""
         if self.pid != os.getpid():
             self._reset()
         key = header_key(source, options)
         if key in self.kept:
             cubin, use = self._compile(source, [*options, f"--use-pch={self.kept[key]}"])
             self.kept_uses += use == "used"
+            self.last_use = _named(use, "kept")
             if use != "used":  # NVRTC could not map it here: this process makes its own
                 del self.kept[key]
             return cubin
         if key in self.inherited:  # with -pch NVRTC uses that PCH, or else makes another
             cubin, use = self._compile(source, [*options, "-pch", f"--pch-dir={self.inherited[key]}"])
             self.inherited_uses += use == "used"
+            self.last_use = _named(use, "inherited")
             return cubin
         if key in self.ready:
-            return self._compile(source, [*options, *self._pch_options()])[0]
+            cubin, use = self._compile(source, [*options, *self._pch_options()])
+            self.last_use = _named(use, "own")
+            return cubin
         if not (more_coming or key in self.seen) or key in self.tried or len(self.tried) >= self.MAX_HEADERS:
             self.seen.add(key)
+            self.last_use = "none"
             return self._compile(source, options)[0]
         self.tried.add(key)
         cubin, use = self._compile(source, [*options, *self._pch_options()])
         if use == "created":
             self.ready.add(key)
+        self.last_use = _named(use, "own")
         return cubin
 
     def prebuild(self, head: str, options: list[str]) -> bool:
@@ -240,6 +247,20 @@ def more_coming(expected: bool) -> Iterator[None]:
         yield
     finally:
         _more_coming.value = saved
+
+
+def _named(use: PchUse, source: str) -> str:
+    """A compile's header use as take_last_use names it: through the PCH from `source`, "created", "none"."""
+    return {"used": source, "created": "created"}.get(use, "none")
+
+
+def take_last_use() -> str:
+    """How the last compile in this process met its includes, once: through a PCH an earlier server kept
+    ("kept"), the compile server made before forking ("inherited") or this process made ("own"); making one
+    ("created", the slowest); or without ("none"). "" when NVRTC compiled nothing since the last call (a
+    kernel-cache hit, nvcc)."""
+    use, _headers.last_use = _headers.last_use, ""
+    return use
 
 
 def compile_with_headers(source: str, options: list[str]) -> bytes:

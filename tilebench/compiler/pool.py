@@ -103,6 +103,7 @@ class CompileOutcome:
     seconds: float
     index: int
     label: str = ""
+    headers: str = ""  # how NVRTC met the kernel's includes (headers.take_last_use); "" where not known
 
     @property
     def ok(self) -> bool:
@@ -150,20 +151,24 @@ def _die_with_parent(parent_pid: int | None) -> None:
 
 def _compile_here(requests: Iterable[CompileRequest]) -> Iterator[CompileOutcome]:
     """Each request compiled in this process, in order (no timeout, no crash isolation)."""
+    from tilebench.compiler import headers
+
     for index, request in enumerate(requests):
         started = time.monotonic()
         status, message = request()
-        yield CompileOutcome(status, message, time.monotonic() - started, index, request.label)
+        seconds = time.monotonic() - started
+        yield CompileOutcome(status, message, seconds, index, request.label, headers.take_last_use())
 
 
 def _worker_main(conn: Connection, parent_pid: int | None, cache_dir: str) -> None:
-    """Loop of a worker process: receive a CompileRequest, send (status, message, seconds).
+    """Loop of a worker process: receive a CompileRequest, send (status, message, seconds, header use).
 
     Only strings and a float go back: no exception object, so no traceback (or what it pins) is pickled.
     """
     os.setsid()  # own process group, so a timeout can kill nvcc and other grandchildren with it
     _die_with_parent(parent_pid)
     os.nice(_NICENESS)  # nvcc inherits it: when cores are short, the notebook and the benchmark come first
+    from tilebench.compiler import headers
     from tilebench.compiler.runtime import tilelang
 
     tilelang()
@@ -176,7 +181,7 @@ def _worker_main(conn: Connection, parent_pid: int | None, cache_dir: str) -> No
             return
         start = time.perf_counter()
         status, message = request()
-        conn.send((status, message, time.perf_counter() - start))
+        conn.send((status, message, time.perf_counter() - start, headers.take_last_use()))
 
 
 def _exit_reason(exitcode: int | None) -> str:
@@ -315,8 +320,8 @@ class CompilePool:
                     worker.ready = True
                 elif reply is not None and worker.job:
                     (index, label), worker.job = worker.job, None
-                    status, message, seconds = reply
-                    yield CompileOutcome(status, message, seconds, index, label)
+                    status, message, seconds, header_use = reply
+                    yield CompileOutcome(status, message, seconds, index, label, header_use)
                 else:
                     yield from self._fail(worker, pending, "crash")
             elif now >= worker.deadline:

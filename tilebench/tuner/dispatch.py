@@ -102,7 +102,8 @@ def machine_of(devices: Sequence[int]) -> dict[str, str]:
 
 
 def record_of(config: dict, result: Any, compile_s: float | None, **where: Any) -> Record:
-    """The record of a measured config; `where` fills `gpu`, `device` and extra's `worker`."""
+    """The record of a measured config; `where` fills `gpu`, `device` and extra's other keys (`worker`,
+    `lane`, `headers`: how the compile met its includes)."""
     extra = {
         "quick_ms": result.quick_ms,
         "full": result.full,
@@ -177,14 +178,15 @@ class _Lane(threading.Thread):
 
     def run(self) -> None:
         while (item := self.jobs.get()) is not None:
-            candidate, compile_s, job = item
+            candidate, compiled, job = item
             if self.aborted.is_set():
                 continue
             try:
                 job = for_gpu(job, self.device, self.gpu, self.sink.best_so_far())
                 result = self.worker.run(job, self.timeout_s)
                 where = {"gpu": self.gpu, "device": self.device, "lane": self.slot}  # lane: which worker
-                outcome: Any = record_of(candidate.config, result, compile_s, **where)
+                where["headers"] = compiled.headers or None
+                outcome: Any = record_of(candidate.config, result, compiled.seconds, **where)
             except Exception as exc:  # noqa: BLE001 - handed to the calling thread, which raises it
                 outcome = exc
             if not self.aborted.is_set():
@@ -256,12 +258,14 @@ class LocalExecutor:
                         compile_failure(candidate.config, outcome.status, outcome.message, outcome.seconds),
                     )
                 elif not lanes:
+                    extra = {"headers": outcome.headers} if outcome.headers else {}
+                    config = dict(candidate.config)
                     sink.keep(
                         candidate,
-                        Record(dict(candidate.config), "skipped", COMPILE_ONLY, compile_s=outcome.seconds),
+                        Record(config, "skipped", COMPILE_ONLY, compile_s=outcome.seconds, extra=extra),
                     )
                 else:  # the job is made here: the session's state is read from this thread only
-                    jobs.put((candidate, outcome.seconds, sink.bench_job(candidate)))
+                    jobs.put((candidate, outcome, sink.bench_job(candidate)))
                     waiting += 1
                 waiting -= self._collect(done, sink, wait_s=0)
                 if sink.should_stop():
