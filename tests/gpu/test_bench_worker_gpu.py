@@ -101,6 +101,21 @@ def test_early_stop_times_in_full_only_near_the_best(worker):
     assert near.status == "ok" and near.full
 
 
+def test_two_steps_check_and_estimate_then_time_in_full(worker):
+    from tilebench.measure.job import join_steps
+
+    quick, full = good_job(full_if_within=1.5, quick_rep_ms=5).steps()
+    estimated = worker.run(quick, timeout=120)
+    assert estimated.status == "ok" and not estimated.full and estimated.quick_ms > 0, estimated
+    assert estimated.max_abs_error == 0  # checked in the first step
+    timed = worker.run(full, timeout=120)
+    assert timed.status == "ok" and timed.full and timed.quick_ms is None and timed.max_abs_error is None
+    assert timed.n > estimated.n  # 20 ms of calls, not 5
+    joined = join_steps(estimated, timed)
+    assert joined.full and joined.median_ms == timed.median_ms and joined.quick_ms == estimated.quick_ms
+    assert joined.max_abs_error == 0
+
+
 def test_the_reference_runs_once_per_input_signature(worker, tmp_path):
     calls = tmp_path / "ref-calls"
 

@@ -24,6 +24,9 @@ def test_tune_eager_gemm_then_resume(store):
     result = S.gemm.tune(A, B, **space, tune_options=options)
     assert [r.status for r in result.records] == ["ok"] * 4, [r.message for r in result.records]
     assert result.best_latency > 0 and result.best["latency"] == result.best_latency
+    fastest = min(r.extra["quick_ms"] for r in result.records)  # every config is estimated first
+    for record in result.records:  # and timed in full where near the fastest estimate (early_stop 1.2)
+        assert record.extra["full"] or record.extra["quick_ms"] > 1.2 * fastest, record
     kernel = result.best_kernel()
     torch.testing.assert_close(kernel(A, B), A.float() @ B.float(), atol=1e-2, rtol=1e-2)
     best = result.best_args

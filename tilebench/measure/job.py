@@ -16,7 +16,7 @@ import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tilebench.compiler.pool import readable_error
 from tilebench.measure.check import compare
@@ -105,7 +105,9 @@ class BenchJob:
     its last inputs (its in-place outputs), as many as the reference gives.
     ``inputs`` describes the input tensors, or None to derive them from the kernel's static parameters.
     Early stop: with ``full_if_within`` k, a quick estimate (``quick_rep_ms``) comes first, and the full
-    timing runs only when it is within k x ``best_so_far_ms``.
+    timing runs only when it is within k x ``best_so_far_ms``. ``steps()`` splits such a job in two, so that
+    the caller decides on the full timing later, knowing more configs: ``step`` "quick" checks and
+    estimates only, "full" times in full without checking again.
     """
 
     tir_json: str
@@ -133,6 +135,7 @@ class BenchJob:
     supply_prog: bytes | None = None  # cloudpickled supply_prog(params) -> input tensors
     input_values: list[Any] | None = None  # the caller's own inputs (CPU tensors, scalars), used as given
     time_ref: bool = False  # also time the reference on the same inputs (Measurement.ref_ms)
+    step: Literal["all", "quick", "full"] = "all"
 
     def __post_init__(self) -> None:
         if self.timing_backend not in TIMING_BACKENDS:
@@ -142,6 +145,15 @@ class BenchJob:
             raise ValueError("supply_type 'zero' is refused: zero inputs pass kernels that compute nothing")
         if self.supply_type not in SUPPLY_TYPES:
             raise ValueError(f"supply_type {self.supply_type!r} is not one of {', '.join(SUPPLY_TYPES)}")
+
+    def steps(self) -> tuple[BenchJob, BenchJob] | None:
+        """The check with the quick estimate, and the full timing, as two jobs; None where there is no
+        early stop to decide between them (or the timer is tilelang's, which has no quick estimate)."""
+        if self.step != "all" or self.full_if_within is None or not self.quick_rep_ms:
+            return None
+        if self.timing_backend != "event" or self.time_ref:
+            return None
+        return dataclasses.replace(self, step="quick"), dataclasses.replace(self, step="full")
 
     @classmethod
     def create(
@@ -194,8 +206,9 @@ class BenchJob:
                 inputs = self._inputs(self._input_spec(kernel, func), device)
         except Exception as exc:
             return _failure("skipped", "no inputs: ", exc)
+        checking = self.ref is not None and not self.skip_check and self.step != "full"
         try:
-            want = self._reference(inputs) if self.ref is not None and not self.skip_check else None
+            want = self._reference(inputs) if checking else None
         except Exception as exc:
             return _failure("skipped", "the reference failed: ", exc)
         try:
@@ -348,11 +361,13 @@ class BenchJob:
     def _time_with_events(self, fn: Callable[[], Any], device: Any, check: BenchResult) -> BenchResult:
         quick = None
         warmup_ms = self._warmup_ms()
-        if self.full_if_within is not None and self.quick_rep_ms:
+        if self.step == "quick" or (
+            self.step == "all" and self.full_if_within is not None and self.quick_rep_ms
+        ):
             times = event_times(fn, device, warmup_ms, self.quick_rep_ms)
             quick = statistics.median(times)
             best = self.best_so_far_ms
-            if best is not None and quick > self.full_if_within * best:
+            if self.step == "quick" or (best is not None and quick > self.full_if_within * best):
                 return self._stats(times, check, quick, full=False)
             rest = self.rep_ms - self.quick_rep_ms  # the quick samples count toward the full timing
             if rest > 0:
@@ -399,6 +414,25 @@ class BenchJob:
             tflops=self.flops / median / 1e9 if self.flops else None,
             gbps=self.nbytes / median / 1e6 if self.nbytes else None,
         )
+
+
+def join_steps(quick: Measurement, full: Measurement) -> Measurement:
+    """One result from a job's two steps (BenchJob.steps): the check and estimate of the first, the
+    timing of the second; the second's failure, if it failed."""
+    seconds = quick.seconds + full.seconds
+    phases = {
+        name: quick.phases.get(name, 0.0) + full.phases.get(name, 0.0)
+        for name in {*quick.phases, *full.phases}
+    }
+    if not full.ok:
+        message = f"timing in full, after a quick estimate of {quick.quick_ms:.4g} ms: {full.message}"
+        return dataclasses.replace(
+            full, message=message, quick_ms=quick.quick_ms, seconds=seconds, phases=phases
+        )
+    timing = ("median_ms", "min_ms", "max_ms", "n", "tflops", "gbps")
+    return dataclasses.replace(
+        quick, full=True, seconds=seconds, phases=phases, **{name: getattr(full, name) for name in timing}
+    )
 
 
 def _failure(status: Status, prefix: str, exc: Exception) -> BenchResult:

@@ -2,18 +2,19 @@
 benchmark worker per listed GPU, all of them busy at once.
 
 ``LocalExecutor.run(candidates, sink)`` compiles the candidates in the pool and hands each compiled one to
-the first free lane: a thread that drives one ``BenchmarkWorker`` (``devices=[0, 1]``: one lane per GPU;
-``devices=[0, 0]``: two lanes, two worker processes, on GPU 0). Lanes only measure; every record is kept
-by the calling thread (``sink.keep``), so the store and the dashboard are touched from one thread only.
-Without a GPU there are no lanes and compiled configs are recorded ``skipped`` (compile-only).
+the lanes (tuner/lanes.py): threads that each drive one ``BenchmarkWorker`` (``devices=[0, 1]``: one lane
+per GPU; ``devices=[0, 0]``: two lanes, two worker processes, on GPU 0) and estimate every config before
+they time any in full. Lanes only measure; every record is kept by the calling thread (``sink.keep``), so
+the store and the dashboard are touched from one thread only. Without a GPU there are no lanes and
+compiled configs are recorded ``skipped`` (compile-only).
 ``tilebench.cluster`` has the same interface on a Dask cluster.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
-import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -147,52 +148,6 @@ def compile_failure(config: dict, status: str, message: str, seconds: float | No
     return Record(dict(config), status, message, compile_s=seconds)
 
 
-class _Lane(threading.Thread):
-    """A thread that measures jobs from `jobs` in one benchmark worker and puts (candidate, record or
-    exception) on `done`. Its results after `aborted` is set are dropped."""
-
-    def __init__(
-        self,
-        device: int,
-        slot: int,
-        gpu: str,
-        jobs: queue.Queue,
-        done: queue.Queue,
-        sink: Sink,
-        timeout_s: float,
-    ) -> None:
-        from tilebench.measure.worker import shared_worker
-
-        super().__init__(name=f"tilebench-lane-{device}.{slot}", daemon=True)
-        self.device, self.slot, self.gpu, self.jobs, self.done, self.sink = (
-            device,
-            slot,
-            gpu,
-            jobs,
-            done,
-            sink,
-        )
-        self.timeout_s = timeout_s
-        self.worker = shared_worker(device, slot)
-        self.aborted = threading.Event()
-
-    def run(self) -> None:
-        while (item := self.jobs.get()) is not None:
-            candidate, compiled, job = item
-            if self.aborted.is_set():
-                continue
-            try:
-                job = for_gpu(job, self.device, self.gpu, self.sink.best_so_far())
-                result = self.worker.run(job, self.timeout_s)
-                where = {"gpu": self.gpu, "device": self.device, "lane": self.slot}  # lane: which worker
-                where["headers"] = compiled.headers or None
-                outcome: Any = record_of(candidate.config, result, compiled.seconds, **where)
-            except Exception as exc:  # noqa: BLE001 - handed to the calling thread, which raises it
-                outcome = exc
-            if not self.aborted.is_set():
-                self.done.put((candidate, outcome))
-
-
 class LocalExecutor:
     """The compile pool and one benchmark lane per entry of `devices` (none: compile-only)."""
 
@@ -216,9 +171,11 @@ class LocalExecutor:
         """Start the compile server and the benchmark workers now, from this (long-lived) thread: they warm
         up while the first batch elaborates and compiles, and a worker dies with the thread that started it."""
         from tilebench.compiler import server
+        from tilebench.compiler.pool import shared_pool
         from tilebench.measure.worker import shared_worker
 
         server.start()
+        shared_pool().prestart_in_background()  # the compile workers fork while the first batch elaborates
         for slot, device in self._slots():
             shared_worker(device, slot).launch()
 
@@ -237,18 +194,25 @@ class LocalExecutor:
     def run(self, candidates: list[Candidate], sink: Sink) -> None:
         """Compile every candidate; measure the compiled ones on the lanes; keep each record as it comes."""
         from tilebench.compiler.pool import shared_pool
+        from tilebench.tuner.lanes import Lane, MeasureQueue, Work
 
-        jobs: queue.Queue = queue.Queue()
+        def record(work: Work, result: Any) -> Record:
+            headers = work.compiled.headers or None
+            return record_of(
+                work.candidate.config, result, work.compiled.seconds, **work.where, headers=headers
+            )
+
         done: queue.Queue = queue.Queue()
+        work = MeasureQueue(done, record, sink.best_so_far())
         lanes = [
-            _Lane(device, slot, gpu, jobs, done, sink, self.timeout_s)
+            Lane(device, slot, gpu, work, done, record, self.timeout_s)
             for (slot, device), gpu in zip(self._slots(), self.gpus)
         ]
         for lane in lanes:
             lane.worker.launch()  # from this thread: one respawned by a lane would die with that lane
             lane.start()
         finished = shared_pool().submit_many([c.request for c in candidates], timeout=self.compile_timeout_s)
-        waiting = 0
+        running = len(lanes)
         try:
             for outcome in finished:
                 candidate = candidates[outcome.index]
@@ -265,52 +229,43 @@ class LocalExecutor:
                         Record(config, "skipped", COMPILE_ONLY, compile_s=outcome.seconds, extra=extra),
                     )
                 else:  # the job is made here: the session's state is read from this thread only
-                    jobs.put((candidate, outcome, sink.bench_job(candidate)))
-                    waiting += 1
-                waiting -= self._collect(done, sink, wait_s=0)
+                    work.put(Work(candidate, outcome, sink.bench_job(candidate)))
+                running -= self._collect(done, sink, wait_s=0)
                 if sink.should_stop():
                     break
-            if not sink.should_stop():
-                while waiting:
-                    waiting -= self._collect(done, sink, wait_s=_POLL_S)
-                    if sink.should_stop():
-                        break
-            _drop_queued(jobs)
-            for _ in lanes:  # a stop keeps what is being measured now, and its record
-                jobs.put(None)
-            while any(lane.is_alive() for lane in lanes):
-                self._collect(done, sink, wait_s=_POLL_S)
-            self._collect(done, sink, wait_s=0)
+            work.close()
+            while running:  # a stop keeps what is being measured now, and its record
+                if sink.should_stop():
+                    work.stop()
+                running -= self._collect(done, sink, wait_s=_POLL_S)
         except BaseException:  # Ctrl-C, a failing view, workers that cannot start: measure nothing more
-            _drop_queued(jobs)
+            work.stop()
+            with contextlib.suppress(Exception):  # what was measured is kept, where the sink still takes it
+                self._collect(done, sink, wait_s=0)
             for lane in lanes:
                 lane.aborted.set()
                 lane.worker.close()
-                jobs.put(None)
             raise
         finally:
             finished.close()
 
     @staticmethod
     def _collect(done: queue.Queue, sink: Sink, wait_s: float) -> int:
-        """Keep the records the lanes have finished (waiting up to wait_s for the first); how many."""
-        kept = 0
+        """Keep the records the lanes have finished (waiting up to wait_s for the first); how many lanes
+        ended meanwhile."""
+        from tilebench.tuner.lanes import LANE_DONE
+
+        ended = 0
         try:
             item = done.get(timeout=wait_s) if wait_s else done.get_nowait()
             while True:
-                candidate, outcome = item
-                if isinstance(outcome, Exception):
-                    raise outcome
-                sink.keep(candidate, outcome)
-                kept += 1
+                if item is LANE_DONE:
+                    ended += 1
+                else:
+                    candidate, outcome = item
+                    if isinstance(outcome, Exception):
+                        raise outcome
+                    sink.keep(candidate, outcome)
                 item = done.get_nowait()
         except queue.Empty:
-            return kept
-
-
-def _drop_queued(jobs: queue.Queue) -> None:
-    try:
-        while True:
-            jobs.get_nowait()
-    except queue.Empty:
-        pass
+            return ended
