@@ -78,8 +78,8 @@ def fixed_addresses() -> Iterator[None]:
 
 
 def start_early() -> None:
-    """At `import tilebench` in a program's main process: start the server and, on a GPU machine, the
-    benchmark worker of GPU 0 (tilelang imported, no CUDA context yet), so that they import tilelang
+    """At `import tilebench` in a program's main process: start the server, its compile workers and, on a
+    GPU machine, the benchmark worker of GPU 0 (tilelang imported, no CUDA context yet), so that they import tilelang
     beside the program (which is importing torch and tilelang itself) instead of after its first tune.
     Not in a process of tilebench's own, a multiprocessing child, a Jupyter server (which imports
     tilebench for the lab extension's handlers, never to compile), or with TILEBENCH_START_SERVER=0."""
@@ -89,6 +89,9 @@ def start_early() -> None:
         return
     try:
         start(prebuild=True)
+        from tilebench.compiler.pool import shared_pool
+
+        shared_pool().prestart_in_background()
         from tilebench.tuner.warm import gpu_present
 
         if gpu_present():

@@ -108,6 +108,10 @@ class BenchmarkWorker:
         self._starting = False  # spawned, its "ready" not read yet
         self._context = False  # its CUDA context is open or being opened
 
+    def _running(self) -> bool:
+        process = self._process
+        return process is not None and process.is_alive()
+
     @property
     def pid(self) -> int | None:
         """The worker's process id while it runs, else None."""
@@ -135,6 +139,8 @@ class BenchmarkWorker:
 
         Call it from a long-lived thread: the worker dies with the thread that started it.
         """
+        if self._running() and (self._context or not (open_context and self.warm)):
+            return  # without the lock, which a job (opening the context, say) holds while it runs
         with self._lock:
             prepare_environment()
             if self._process is None or not self._process.is_alive():

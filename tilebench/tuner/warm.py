@@ -11,8 +11,8 @@ def gpu_present() -> bool:
 
 
 def warm_up(device: int = 0, wait: bool = False) -> bool:
-    """Start the compile server (precompiling the CUDA headers its workers will include) and, on a GPU
-    machine, the benchmark worker, in the background.
+    """Start the compile server (precompiling the CUDA headers its workers will include), its compile
+    workers and, on a GPU machine, the benchmark worker, in the background.
 
     Each needs 6-9 s to import torch and tilelang; started early (`%load_ext tilebench` does it on a GPU
     machine) they are ready when the first tune begins. Call it from the main thread: a worker dies with
@@ -20,8 +20,10 @@ def warm_up(device: int = 0, wait: bool = False) -> bool:
     could not start; its first job says why).
     """
     from tilebench.compiler import server
+    from tilebench.compiler.pool import shared_pool
 
     server.start(prebuild=True)
+    forking = shared_pool().prestart_in_background()  # the compile workers, forked once the server is ready
     worker = None
     if gpu_present():
         from tilebench.measure.worker import shared_worker
@@ -31,4 +33,5 @@ def warm_up(device: int = 0, wait: bool = False) -> bool:
     if not wait:
         return True
     server.wait_ready()
+    forking.join()
     return worker is None or worker.wait_ready()
