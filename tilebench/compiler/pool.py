@@ -177,7 +177,7 @@ def _worker_main(conn: Connection, parent_pid: int | None, cache_dir: str) -> No
     while True:
         try:
             request = conn.recv()
-        except EOFError:  # the pool closed the pipe
+        except (EOFError, OSError):  # the pool closed the pipe, or its process is gone
             return
         start = time.perf_counter()
         status, message = request()
