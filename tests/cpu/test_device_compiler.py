@@ -272,6 +272,27 @@ def test_with_nothing_compiled_yet_the_server_prebuilds_a_tensor_core_gemms_head
     assert options == nvrtc.nvrtc_options("90a", {})
 
 
+def test_the_server_names_a_hopper_kernels_include_set_before_it_imports_tilelang(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from kernels import SM90A
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "tilelang"))  # nothing compiled with it yet
+    monkeypatch.setenv("TILELANG_DEFAULT_TARGET", json.dumps(SM90A))
+    guess = (
+        "import json, sys; from tilebench.compiler import headers; "
+        "guess = headers.guessed_include_set(); assert 'tilelang' not in sys.modules; print(json.dumps(guess))"
+    )
+    done = subprocess.run([sys.executable, "-c", guess], capture_output=True, text=True, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr[-2000:]
+    with tb.settings.scope(TILELANG_DEFAULT_TARGET=json.dumps(SM90A)):
+        assert json.loads(done.stdout) == list(headers._gemm_include_set())  # what tilelang gives it
+    # with a kernel compiled, the guess is its include set, whatever the GPU
+    headers.remember("#include <cuda_fp16.h>\nint x;", ["-w"])
+    assert headers.guessed_include_set() == ("#include <cuda_fp16.h>", ["-w"])
+
+
 def test_kept_headers_are_pruned_to_the_most_recently_used_and_no_stale_half_made_one(tmp_path):
     now = time.time()
     for age, name in [(30, "old.pch"), (20, "middle.pch"), (10, "new.pch"), (7200, "killed.partial")]:

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
+import functools
 import json
 import os
 import shutil
+import signal
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -28,6 +31,7 @@ from pathlib import Path
 from tilebench.compiler.nvrtc import (
     NvrtcError,
     PchUse,
+    base_options,
     compile_cubin,
     header_key,
     nvrtc_options,
@@ -176,6 +180,10 @@ class HeaderCache:
 
     def keep(self, head: str, options: list[str]) -> bool:
         """Make the PCH of `head` and `options` as a file for later servers, and load it here."""
+        return self.make_kept(head, options) and self.load_kept(head, options)
+
+    def make_kept(self, head: str, options: list[str]) -> bool:
+        """Make the PCH of `head` and `options` as a file for later servers; True when made."""
         from tilebench.config import make_private_dir
 
         if not self.pinned:
@@ -195,15 +203,24 @@ class HeaderCache:
             with contextlib.suppress(OSError):
                 os.unlink(partial)
         _prune(folder)
-        return self.load_kept(head, options)
+        return True
 
 
 def _kept_path(head: str, options: list[str]) -> Path:
     """Where the kept PCH of an include set lives: the key covers NVRTC's and tilelang's versions too."""
-    import tilelang
-
-    key = header_key(head, [*options, f"nvrtc-{version()}", f"tilelang-{tilelang.__version__}"])
+    key = header_key(head, [*options, f"nvrtc-{version()}", f"tilelang-{_tilelang_version()}"])
     return HeaderCache.folder() / KEPT_DIR / f"{key}.pch"
+
+
+@functools.cache
+def _tilelang_version() -> str:
+    """tilelang's version, read from its package metadata: no import (speculate runs while it imports)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("tilelang")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _prune(folder: Path) -> None:
@@ -299,23 +316,27 @@ def remember(source: str, options: list[str]) -> None:
         _remembered = (os.getpid(), key)
 
 
-def prebuild(make: bool = True) -> bool:
+def prebuild(make: bool = True, guess: Guess | None = None) -> bool:
     """In the compile server, before it forks: load the kept PCH of the include set compiled most recently
     with this cache (RECENT_FILE). With `make` (no compile is waiting yet), make one when there is none:
     of the recent include set, else of a tensor-core GEMM's for this machine's GPU; kept for later servers
-    where addresses are fixed, else for this server's workers only. Off with TILEBENCH_PREBUILD_HEADERS=0;
-    True when the workers forked from here will have a PCH."""
+    where addresses are fixed, else for this server's workers only. `guess` (speculate's child) is waited
+    for where it guessed right, and its PCH loaded. Off with TILEBENCH_PREBUILD_HEADERS=0; True
+    when the workers forked from here will have a PCH."""
     from tilebench.config import settings
 
-    if not settings.prebuild_headers or settings.device_compiler == "nvcc" or not usable():
-        return False
-    head, options = _recent()
+    head, options = None, []
+    try:
+        if not settings.prebuild_headers or settings.device_compiler == "nvcc" or not usable():
+            return False
+        head, options = _recent()
+        if head is None and make:
+            head, options = _gemm_include_set()
+    finally:
+        if guess is not None:
+            guess.settle(head, options)
     if head is None:
-        if not make:
-            return False
-        head, options = _gemm_include_set()
-        if head is None:
-            return False
+        return False
     if _headers.load_kept(head, options):
         return True
     if not make:
@@ -334,27 +355,144 @@ def _recent() -> tuple[str | None, list[str]]:
     return None, []
 
 
-def _gemm_include_set() -> tuple[str | None, list[str]]:
-    """The head and NVRTC options of a small fp16 GEMM compiled for the GPU here (read with nvidia-smi:
-    the server opens no CUDA context), else for the arch the settings name."""
+@dataclasses.dataclass
+class Guess:
+    """A child of the compile server, forked after pin_heap, that makes the kept PCH of a guessed include
+    set while the server imports tilelang (a thread would not do: NVRTC holds the GIL)."""
+
+    head: str
+    options: list[str]
+    pid: int
+
+    def settle(self, head: str | None, options: list[str]) -> None:
+        """Wait for the child where it makes the PCH of `head` and `options`; else stop it."""
+        if head is None or header_key(head, options) != header_key(self.head, self.options):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+
+def speculate(make: bool) -> Guess | None:
+    """In the compile server, after pin_heap and before tilelang is imported: with `make`, fork a child that
+    makes the kept PCH of the include set `guessed_include_set` names, so that its 2-3 s pass while tilelang
+    imports (3-7 s) instead of after. prebuild settles it: where the guess was right, it loads that PCH.
+    None where nothing is to be made (no guess, one kept already, no fixed addresses)."""
+    from tilebench.config import settings
+
+    if not make or not _headers.pinned or not settings.prebuild_headers or settings.device_compiler == "nvcc":
+        return None
+    head, options = guessed_include_set()
+    if head is None or _kept_path(head, options).is_file():
+        return None
+    pid = os.fork()
+    if pid == 0:  # the child: its NVRTC heap is where the server's is, so the PCH serves the server
+        made = False
+        try:
+            made = _headers.make_kept(head, options)
+        finally:
+            os._exit(0 if made else 1)
+    return Guess(head, options, pid)
+
+
+# The head tilelang 0.1.15's CUDA codegen gives a Hopper tensor-core kernel (wgmma, TMA, mbarriers), as
+# NVRTC compiles it: what _gemm_include_set reads once tilelang is imported (a test compares the two).
+HOPPER_HEAD_TILELANG = "0.1.15"
+HOPPER_HEAD = """#include <tl_templates/cuda/nvrtc_std.h>
+#if defined(_MSC_VER) && !defined(__clang__) && _MSC_VER < 1940
+#define _tl_orig_alignas alignas
+#define alignas(N) _tl_orig_alignas((N) <= 64 ? (N) : 64)
+#include <cuda.h>
+#undef alignas
+#define alignas _tl_orig_alignas
+#endif
+#include <tl_templates/cuda/instruction/wgmma.h>
+#include <tl_templates/cuda/intrin.h>
+#include <tl_templates/cuda/barrier.h>
+#include <tl_templates/cuda/copy_sm90.h>
+#include <tl_templates/cuda/reduce.h>
+#include <tl_templates/cuda/scan.h>
+#include <tl_templates/cuda/ldsm.h>
+#include <tl_templates/cuda/threadblock_swizzle.h>
+#include <tl_templates/cuda/debug.h>
+#ifdef ENABLE_BF16
+#include <tl_templates/cuda/cuda_bf16_fallbacks.cuh>
+#endif"""
+
+
+def guessed_include_set() -> tuple[str | None, list[str]]:
+    """The include set the compile server will want, named without importing tilelang: the one compiled
+    last with this cache (RECENT_FILE), else, for an sm_90a GPU and the tilelang HOPPER_HEAD was read from,
+    HOPPER_HEAD with the options of tilelang's folders (its package's, CUDA_HOME's)."""
+    head, options = _recent()
+    if head is not None:
+        return head, options
+    same_tilelang = _tilelang_version() == HOPPER_HEAD_TILELANG
+    includes = _tilelang_includes() if same_tilelang and _arch() == "sm_90a" else None
+    if includes is None:
+        return None, []
+    return HOPPER_HEAD, base_options("90a", includes)
+
+
+def _tilelang_includes() -> list[str] | None:
+    """The include folders tilelang.env names, found as it finds them but without importing tilelang (its
+    package folder; CUDA's through tilelang's own include_paths module, loaded alone)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("tilelang")  # finds, does not import, a top-level package
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if spec is None or spec.origin is None or not cuda_home:
+        return None
+    root = os.path.dirname(os.path.abspath(spec.origin))
+    finder = importlib.util.spec_from_file_location(
+        "tilebench_tilelang_include_paths", os.path.join(root, "jit", "adapter", "nvrtc", "include_paths.py")
+    )
+    if finder is None or finder.loader is None:
+        return None
+    module = importlib.util.module_from_spec(finder)
+    try:
+        finder.loader.exec_module(module)
+        cuda = module.discover_cuda_include_paths(cuda_home)
+    except Exception:  # another tilelang's layout: no guess
+        return None
+    third_party = os.path.join(root, "3rdparty")
+    return [
+        os.environ.get("TL_TEMPLATE_PATH") or os.path.join(third_party, "..", "src"),
+        os.environ.get("TL_CUTLASS_PATH") or os.path.join(third_party, "cutlass", "include"),
+        *cuda,
+    ]
+
+
+def _arch() -> str:
+    """The arch to compile for: the settings' target's, else the GPU's here, else the settings' default."""
+    from tilebench.config import settings
+
+    arch = settings.target.get("arch") if isinstance(settings.target, dict) else None
+    return arch or _gpu_arch() or settings.default_arch
+
+
+@functools.cache
+def _gpu_arch() -> str | None:
+    """The first GPU's arch ("sm_90a"), read with nvidia-smi: the server opens no CUDA context."""
     import subprocess
 
+    try:
+        query = ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]
+        answer = subprocess.run(query, capture_output=True, text=True, timeout=10).stdout
+        major, minor = answer.split()[0].split(".")
+        return f"sm_{major}{minor}{'a' if int(major) >= 9 else ''}"
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
+
+
+def _gemm_include_set() -> tuple[str | None, list[str]]:
+    """The head and NVRTC options of a small fp16 GEMM compiled for the GPU here (_arch)."""
     import tilelang
     import tilelang.language as T
     import tvm
     from tvm.target import Target
 
-    from tilebench.config import settings
-
-    arch = settings.target.get("arch") if isinstance(settings.target, dict) else None
-    if arch is None:
-        try:
-            query = ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]
-            answer = subprocess.run(query, capture_output=True, text=True, timeout=10).stdout
-            major, minor = answer.split()[0].split(".")
-            arch = f"sm_{major}{minor}{'a' if int(major) >= 9 else ''}"
-        except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-            arch = settings.default_arch
+    arch = _arch()
 
     @T.prim_func
     def gemm(

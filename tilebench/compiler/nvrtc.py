@@ -123,13 +123,24 @@ def nvrtc_options(target_arch: str, pass_config: dict) -> list[str]:
     from tilelang.jit.adapter.nvrtc.include_paths import discover_cuda_include_paths
     from tilelang.transform import PassConfigKey
 
-    major = (version() or (0, 0))[0]
     includes = [
         TILELANG_TEMPLATE_PATH,
         CUTLASS_INCLUDE_DIR,
         *discover_cuda_include_paths(CUDA_HOME or "/usr/local/cuda"),
     ]
-    options = [
+    options = base_options(target_arch, includes)
+    if pass_config.get(PassConfigKey.TL_ENABLE_FAST_MATH, False):
+        options.append("--use_fast_math")
+    level = pass_config.get(PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL)
+    if level is not None:
+        options.append(f"--ptxas-options=--register-usage-level={int(level)}")
+    return options
+
+
+def base_options(target_arch: str, includes: list[str]) -> list[str]:
+    """The options of every NVRTC compile for `target_arch` ("90a") with these include folders."""
+    major = (version() or (0, 0))[0]
+    return [
         "-default-device",
         f"--gpu-architecture=sm_{target_arch}",
         *(f"-I{path}" for path in includes),
@@ -138,12 +149,6 @@ def nvrtc_options(target_arch: str, pass_config: dict) -> list[str]:
         "-w",
         "-lineinfo",
     ]
-    if pass_config.get(PassConfigKey.TL_ENABLE_FAST_MATH, False):
-        options.append("--use_fast_math")
-    level = pass_config.get(PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL)
-    if level is not None:
-        options.append(f"--ptxas-options=--register-usage-level={int(level)}")
-    return options
 
 
 def nvrtc_source(code: str) -> str:
