@@ -187,3 +187,21 @@ def test_the_best_is_ranked_within_one_gpu_model_and_views_say_where_it_was_meas
     assert measured_where(Record({"block": 1}, "skipped", extra={"compiled_on": "tcp://10.0.0.8:1"})) == (
         "on tcp://10.0.0.8:1"
     )
+
+
+def test_equal_latencies_name_the_same_best_whatever_order_the_records_came_in():
+    import itertools
+
+    from tilebench.tuner.result import TuneResult
+
+    def timed(block, ms, low, full=True):
+        return Record({"block": block}, "ok", median_ms=ms, min_ms=low, extra={"full": full}, gpu="G")
+
+    records = [timed(64, 0.016, 0.015), timed(128, 0.016, 0.014), timed(256, 0.016, 0.013, full=False)]
+    bests = set()
+    for order in itertools.permutations(records):
+        result = TuneResult(
+            "k", "run", "key", "done", list(order), ["block"], 1.0, 0, make_call=lambda c: ((), c)
+        )
+        bests.add(result.best_config["block"])
+    assert bests == {128}  # timed in full beats an equal estimate; then the lower minimum

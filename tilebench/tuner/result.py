@@ -67,7 +67,15 @@ class TuneResult:
 
     @property
     def best_record(self) -> Any:
-        return min(self.ok_records, key=lambda r: r.median_ms, default=None)
+        """The fastest; among equal latencies (a few-microsecond kernel's often are), the one timed in full,
+        then the lower minimum, then the config's text: the same best whatever order records came in."""
+
+        def rank(record: Any) -> tuple:
+            full = bool((record.extra or {}).get("full", True))
+            low = record.min_ms if record.min_ms is not None else record.median_ms
+            return record.median_ms, not full, low, repr(sorted(record.config.items(), key=lambda kv: kv[0]))
+
+        return min(self.ok_records, key=rank, default=None)
 
     @property
     def best_latency(self) -> float | None:
