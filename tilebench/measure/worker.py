@@ -139,11 +139,14 @@ class BenchmarkWorker:
 
         Call it from a long-lived thread: the worker dies with the thread that started it.
         """
-        if self._running() and (self._context or not (open_context and self.warm)):
+        prepare_environment()
+        same_cache = self._cache_dir == os.environ["TILELANG_CACHE_DIR"]
+        if self._running() and same_cache and (self._context or not (open_context and self.warm)):
             return  # without the lock, which a job (opening the context, say) holds while it runs
         with self._lock:
-            prepare_environment()
-            if self._process is None or not self._process.is_alive():
+            # a worker of another cache folder is replaced here, not by the next job's (shorter-lived) thread
+            stale = self._cache_dir != os.environ["TILELANG_CACHE_DIR"]
+            if self._process is None or not self._process.is_alive() or stale:
                 self._kill()
                 self._spawn(open_context)
             elif open_context and self.warm and not self._context:
