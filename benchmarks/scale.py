@@ -66,7 +66,7 @@ def fresh_cache(root: Path):
 
 def warm_requests(count: int, kwargs: dict) -> list:
     """Small distinct kernels, one per worker: each worker's first compile is not timed."""
-    from tilebench.compiler.pool import CompileRequest
+    from tilebench.compiler.request import CompileRequest
 
     return [CompileRequest.from_func(scaled(1.0 + i / 1000), kwargs, f"warm-{i}") for i in range(count)]
 
@@ -89,7 +89,7 @@ def scaled(factor: float):
 def local_rate(requests: list, workers: int, kwargs: dict, root: Path) -> tuple[float, list[float]]:
     """Seconds for a local compile pool of `workers` to compile `requests` into an empty cache, and each
     compile's own seconds."""
-    from tilebench.compiler.pool import CompilePool
+    from tilebench.workers.pool import CompilePool
 
     with fresh_cache(root), CompilePool(num_workers=workers) as pool:
         list(pool.submit_many(warm_requests(workers, kwargs)))
@@ -172,7 +172,7 @@ def compile_scaling(report, counts: list[int], per_worker: int, root: Path) -> N
     from tune import configs_of, matmul
 
     import tilebench as tb
-    from tilebench.compiler.pool import CompileRequest
+    from tilebench.compiler.request import CompileRequest
     from tilebench.compiler.targets import resolve_target
 
     jit = tb.jit(out_idx=[-1])(matmul)

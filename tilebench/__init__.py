@@ -8,12 +8,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from tilebench.config import __version__
 
 _LAZY = {
-    "jit": "tilebench.kernel.jit",
-    "compile": "tilebench.kernel.jit",
-    "JIT": "tilebench.kernel.jit",
+    "jit": "tilebench.compat.jit",
+    "compile": "tilebench.compat.jit",
+    "JIT": "tilebench.compat.jit",
     "Kernel": "tilebench.kernel.compiled",
     "PartialKernel": "tilebench.kernel.compiled",
     "place": "tilebench.kernel.placeholders",
@@ -31,14 +31,14 @@ _LAZY = {
     "tune": "tilebench.tuner.space",
     "TuneOptions": "tilebench.tuner.session",
     "TuneResult": "tilebench.tuner.result",
-    "autotune": "tilebench.tuner.api",
-    "AutoTuner": "tilebench.tuner.autotuner",
-    "AutotuneResult": "tilebench.tuner.autotuner",
+    "autotune": "tilebench.compat.tuning",
+    "AutoTuner": "tilebench.compat.autotuner",
+    "AutotuneResult": "tilebench.compat.autotuner",
     "RecordStore": "tilebench.store",
     "has_gpu": "tilebench.compiler.runtime",
     "compare": "tilebench.views.diff",
     "bench": "tilebench.measure.timer",
-    "warm_up": "tilebench.tuner.warm",
+    "warm_up": "tilebench.workers.warm",
 }
 
 __all__ = ["__version__", "load_ipython_extension", *_LAZY]
@@ -49,7 +49,7 @@ def load_ipython_extension(shell: Any) -> None:
 
     On a GPU machine it also starts the tuning workers in the background (`tb.warm_up()`)."""
     from tilebench.magic.magics import load
-    from tilebench.tuner.warm import gpu_present, warm_up
+    from tilebench.workers.warm import gpu_present, warm_up
 
     load(shell)
     if gpu_present():
@@ -70,8 +70,8 @@ def __dir__() -> list[str]:
 
 
 def _start_server() -> None:
-    """The compile server starts as tilebench is imported (see compiler/server.py's start_early)."""
-    from tilebench.compiler.server import start_early
+    """The compile server starts as tilebench is imported (see workers/server.py's start_early)."""
+    from tilebench.workers.server import start_early
 
     start_early()
 

@@ -14,6 +14,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+__version__ = "0.1.0"  # tilebench's; pyproject.toml says the same
 _TRUE = {"1", "true", "yes", "on"}
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600

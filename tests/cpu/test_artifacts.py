@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from kernels import SM90A, gemm
 
-from tilebench.compiler.artifacts import (
+from tilebench.compiler.runtime import tilelang
+from tilebench.inspect.artifacts import (
     KernelArtifacts,
     collect_artifacts,
     find_cuda_tool,
     parse_ptxas,
 )
-from tilebench.compiler.occupancy import occupancy, over_limits
-from tilebench.compiler.runtime import tilelang
+from tilebench.inspect.occupancy import occupancy, over_limits
 
 HAS_PTXAS = find_cuda_tool("ptxas") is not None
 HAS_DISASSEMBLER = bool(find_cuda_tool("nvdisasm") or find_cuda_tool("cuobjdump"))

@@ -16,7 +16,7 @@ import pytest
 
 from tilebench.measure.inputs import supply
 from tilebench.measure.job import BenchJob, BenchResult, classify_error
-from tilebench.measure.worker import BenchmarkWorker
+from tilebench.workers.bench import BenchmarkWorker
 
 
 class Whoami:
@@ -312,7 +312,7 @@ def test_wait_ready_returns_once_the_worker_took_its_start_and_the_next_job_find
 
 UNGUARDED_SCRIPT = """
 from tilebench.measure.job import BenchResult
-from tilebench.measure.worker import BenchmarkWorker
+from tilebench.workers.bench import BenchmarkWorker
 
 
 class Ok:

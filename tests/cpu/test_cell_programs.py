@@ -105,7 +105,7 @@ def test_decorated_kernels_are_found_and_plain_helpers_stay_functions(ip, progra
 def test_tilelang_is_tilebench_only_inside_the_cell(ip, program):
     import tilelang
 
-    assert ip.user_ns["seen"]["jit"].__module__ == "tilebench.magic.scope"  # the cell's view
+    assert ip.user_ns["seen"]["jit"].__module__ == "tilebench.compat.scope"  # the cell's view
     assert tilelang.jit.__module__.startswith("tilelang")  # the module itself never changed
     assert sys.modules["tilelang"] is tilelang
     assert ip.user_ns["tilelang"] is tilelang  # after the cell, the name is the real module again
@@ -122,7 +122,7 @@ def test_autotune_in_a_cell_is_tilebenchs(ip):
     )
     autotune, auto_tuner, do_bench, top_autotune = ip.user_ns["got"]
     assert autotune is tb.autotune is top_autotune and auto_tuner is tb.AutoTuner
-    assert do_bench.__module__ == "tilebench.magic.scope"
+    assert do_bench.__module__ == "tilebench.compat.scope"
 
 
 def test_star_imports_give_the_modules_names_with_tilebenchs_own(ip):
@@ -139,7 +139,7 @@ def test_star_imports_give_the_modules_names_with_tilebenchs_own(ip):
 
     assert autotune is tb.autotune and auto_tuner is tb.AutoTuner
     assert set_inputs is tilelang.autotuner.set_autotune_inputs
-    assert jit.__module__ == "tilebench.magic.scope"
+    assert jit.__module__ == "tilebench.compat.scope"
     assert language is tilelang.language and supply is tilelang.TensorSupplyType
 
 

@@ -76,8 +76,9 @@ def test_the_second_kernel_with_the_same_includes_makes_a_precompiled_header_the
 
 
 def test_the_pool_tells_a_worker_with_more_jobs_coming_to_make_the_precompiled_header(tmp_path):
-    from tilebench.compiler.pool import CompilePool, CompileRequest
+    from tilebench.compiler.request import CompileRequest
     from tilebench.compiler.runtime import prepare_environment
+    from tilebench.workers.pool import CompilePool
 
     kwargs = {"target": {"kind": "cuda", "arch": "sm_90a"}}
 
@@ -186,7 +187,8 @@ import tilelang.language as T
 
 import tilebench as tb
 from tilebench.compiler import headers
-from tilebench.compiler.pool import CompilePool, CompileRequest
+from tilebench.compiler.request import CompileRequest
+from tilebench.workers.pool import CompilePool
 
 
 class CompileAndCount(CompileRequest):

@@ -15,13 +15,13 @@ from kernels import SM90A
 
 import tilebench as tb
 from tilebench.compiler.options import CompileOptions
-from tilebench.compiler.pool import CompileRequest
+from tilebench.compiler.request import CompileRequest
 from tilebench.compiler.runtime import tilelang
 from tilebench.measure.result import Measurement
-from tilebench.measure.worker import shared_worker
 from tilebench.store import Record, RecordStore
 from tilebench.store.schema import SCHEMA_VERSION
 from tilebench.tuner.dispatch import Candidate, LocalExecutor
+from tilebench.workers.bench import shared_worker
 
 KWARGS = CompileOptions.create(out_idx=[-1]).tilelang_kwargs(SM90A)
 PAUSE_S = 1.0

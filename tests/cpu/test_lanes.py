@@ -13,7 +13,7 @@ import time
 import pytest
 from test_devices import KWARGS, scale
 
-from tilebench.compiler.pool import CompileOutcome, CompileRequest
+from tilebench.compiler.request import CompileOutcome, CompileRequest
 from tilebench.measure.job import BenchJob, join_steps
 from tilebench.measure.result import Measurement
 from tilebench.tuner.dispatch import Candidate, LocalExecutor

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from kernels import SM80, SM90A, gemm, row_max
 
-from tilebench.compiler.layouts import BufferLayout, LayoutCaptureError, extract_layouts
+from tilebench.inspect.layouts import BufferLayout, LayoutCaptureError, extract_layouts
 
 
 def _by_name(layouts: list[BufferLayout]) -> dict[str, BufferLayout]:

@@ -8,8 +8,8 @@ import tilebench as tb
 from tilebench.measure.check import compare, default_tolerance
 from tilebench.measure.result import STATUSES, Measurement
 from tilebench.measure.timer import summarize
-from tilebench.measure.trial import measure_kernel
 from tilebench.store.schema import STATUSES as STORE_STATUSES
+from tilebench.workers.trial import measure_kernel
 
 
 def test_tolerance_follows_the_least_precise_dtype():

@@ -9,9 +9,10 @@ import pytest
 from kernels import SM90A, gemm
 
 from tilebench.compiler.options import CompileOptions
-from tilebench.compiler.pool import CompilePool, CompileRequest, compile_in_pool, readable_error, shared_pool
+from tilebench.compiler.request import CompileRequest, readable_error
 from tilebench.compiler.runtime import prepare_environment, tilelang, tilelang_cache_dir
 from tilebench.config import settings
+from tilebench.workers.pool import CompilePool, compile_in_pool, shared_pool
 
 OPTIONS = CompileOptions.create(out_idx=[-1])
 KWARGS = OPTIONS.tilelang_kwargs(SM90A)
@@ -235,7 +236,7 @@ def _parent_pid(pid: int) -> int:
 def test_workers_fork_from_the_compile_server_that_preloaded_tilelang(pool):
     from multiprocessing import forkserver
 
-    from tilebench.compiler import server
+    from tilebench.workers import server
 
     assert server.forks_workers()
     [outcome] = pool.submit_many([CompileRequest.from_func(scaled_add(1024, 32, 13.0), KWARGS)])

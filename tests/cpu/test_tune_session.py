@@ -240,7 +240,7 @@ def test_a_configs_pass_configs_compile_it_under_them_and_resume_as_one_record(t
     import tilelang
     from kernels import SM90A, gemm
 
-    from tilebench.tuner.api import make_options
+    from tilebench.compat.tuning import make_options
     from tilebench.tuner.result import CallArgs
 
     no_warp_specialization = tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED

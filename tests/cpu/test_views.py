@@ -15,9 +15,9 @@ import pytest
 from kernels import SM90A, gemm
 from pygments.token import Comment, Error, Keyword, Name, Number, String
 
-from tilebench.compiler.artifacts import KernelArtifacts, Resources, collect_artifacts
-from tilebench.compiler.layouts import BufferLayout
 from tilebench.compiler.runtime import tilelang
+from tilebench.inspect.artifacts import KernelArtifacts, Resources, collect_artifacts
+from tilebench.inspect.layouts import BufferLayout
 from tilebench.views.code import STATIC, CodeView, highlight, lexer_for, line_count
 from tilebench.views.layouts import LayoutView, layout_figure, layout_label
 from tilebench.views.resources import resources_html

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from tilebench.compiler.options import CompileOptions
-from tilebench.compiler.pool import compile_in_pool
 from tilebench.compiler.runtime import tilelang
 from tilebench.compiler.targets import resolve_target
 from tilebench.measure.job import BenchJob
-from tilebench.measure.worker import BenchmarkWorker
+from tilebench.workers.bench import BenchmarkWorker
+from tilebench.workers.pool import compile_in_pool
 
 N = 1 << 20
 OPTIONS = CompileOptions.create(out_idx=[-1])

@@ -86,7 +86,7 @@ def test_in_process_run_is_the_same_job(ip):
 def test_run_tab_after_a_tune_checks_against_its_own_inputs(ip, tmp_path):
     """The worker keeps reference outputs for made-up inputs; a Run with the caller's own inputs never
     reuses them (a tune, then the Run tab of the same shapes and reference)."""
-    from tilebench.measure.trial import measure_kernel
+    from tilebench.workers.trial import measure_kernel
 
     gemm = ip.user_ns["gemm"]
     ref = lambda A, B: A @ B  # noqa: E731

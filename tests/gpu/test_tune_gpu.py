@@ -109,7 +109,7 @@ def test_load_ext_starts_the_tuning_workers_on_a_gpu_machine():
     from IPython import get_ipython
     from IPython.testing.globalipapp import start_ipython
 
-    from tilebench.measure.worker import shared_worker
+    from tilebench.workers.bench import shared_worker
 
     shell = start_ipython() or get_ipython()  # one test shell per process: later callers get None
     tb.load_ipython_extension(shell)  # what %load_ext runs (it runs once per shell, so call it directly)

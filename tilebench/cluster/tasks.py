@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from tilebench.cluster.entry import KernelEntry
-from tilebench.compiler.pool import CompilePool, CompileRequest, readable_error
+from tilebench.compiler.request import CompileRequest, readable_error
+from tilebench.config import __version__
 from tilebench.measure.result import Measurement
+from tilebench.workers.pool import CompilePool
 
 FACTS_TIMEOUT_S = 600.0  # a fresh benchmark worker imports torch and tilelang and opens a CUDA context
 _lock = threading.Lock()
@@ -105,9 +107,9 @@ def prepare_worker(gpu: bool = False) -> None:
         if not _ready:
             with contextlib.suppress(AssertionError):
                 multiprocessing.current_process().daemon = False
-            from tilebench.compiler import server
             from tilebench.compiler.runtime import prepare_environment
             from tilebench.config import settings
+            from tilebench.workers import server
 
             settings.reload()  # Dask's Nanny sets the worker's env (env=, nanny.environ) after imports ran
             prepare_environment()
@@ -115,7 +117,7 @@ def prepare_worker(gpu: bool = False) -> None:
                 server.start(prebuild=True)
             _ready = True
     if gpu:
-        from tilebench.measure.worker import shared_worker
+        from tilebench.workers.bench import shared_worker
 
         shared_worker(0).launch()
 
@@ -156,14 +158,12 @@ def worker_versions() -> dict[str, str]:
     import importlib.metadata
     import sys
 
-    import tilebench
-
     try:
         tilelang = importlib.metadata.version("tilelang")
     except importlib.metadata.PackageNotFoundError:
         tilelang = "not installed"
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    return {"tilelang": tilelang, "tilebench": tilebench.__version__, "python": python}
+    return {"tilelang": tilelang, "tilebench": __version__, "python": python}
 
 
 def compile_task(request: CompileRequest, timeout_s: float) -> CompileResult:
@@ -186,7 +186,7 @@ def gpu_facts() -> dict[str, Any]:
     global _facts
     if _facts is None:
         from tilebench.cluster.errors import ClusterError
-        from tilebench.measure.worker import shared_worker
+        from tilebench.workers.bench import shared_worker
 
         prepare_worker()
         result = shared_worker(0).run(MachineFacts(), FACTS_TIMEOUT_S)
@@ -202,8 +202,8 @@ def bench_task(
 ) -> BenchOutcome:
     """Install the compiled entry here, then check and time the job on this worker's GPU; its early stop
     compares with the best so far on this GPU's model only."""
-    from tilebench.measure.worker import shared_worker
     from tilebench.tuner.dispatch import for_gpu
+    from tilebench.workers.bench import shared_worker
 
     prepare_worker(gpu=True)
     assert compiled.entry is not None, "only compiled configs are benchmarked"

@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from tilebench.config import cache_root, make_private_dir, settings
 
@@ -59,6 +60,14 @@ def tilelang() -> ModuleType:
 
 
 @functools.cache
+def tilelang_do_bench(fn: Any, **options: Any) -> Any:
+    """tilelang's `do_bench` (its CUPTI and CUDA-graph timers) on `fn`."""
+    tilelang()
+    from tilelang.profiler import do_bench
+
+    return do_bench(fn, **options)
+
+
 def cuda_capability() -> tuple[int, int] | None:
     """The first CUDA device's compute capability, or None when no GPU is usable."""
     import torch

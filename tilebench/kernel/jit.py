@@ -234,7 +234,7 @@ class JIT:
         timeout: float = 600,
     ) -> list[Kernel | None]:
         """Compile many configs in worker processes; a failed one is None with ignore_error, else raises."""
-        from tilebench.compiler.parallel import compile_all
+        from tilebench.workers.parallel import compile_all
 
         calls = [_as_call(config, index) for index, config in enumerate(configs)]
         prim_funcs = [self.get_tir(*a, **k) for a, k in calls]
@@ -271,34 +271,10 @@ class JIT:
         self(*args, **kwargs)
         return time_call(lambda: self(*args, **kwargs), warmup=warmup, rep=rep, backend=backend)
 
-    # --- tuning (tilebench/tuner) --------------------------------------------------------------------
-
-    def tune(self, *args: Any, tune_options: Any = None, **kwargs: Any) -> Any:
-        """Tune the `tb.tune([...])` choices of this call; returns a TuneResult (records, best, to_pandas).
-
-        `tune_options`: a tb.TuneOptions or dict (strategy, max_configs, max_seconds, constraint, ref,
-        rtol, atol, early_stop, retune, store, ...). Configs measured before are reused, not re-run.
-        """
-        from tilebench.tuner.api import make_options, tune_call
-
-        return tune_call(self, args, kwargs, make_options(tune_options))
-
-    def get_tune_configs(self, *args: Any, **kwargs: Any) -> list:
-        """The concrete calls the `tb.tune([...])` choices of this call expand to."""
-        from tilebench.tuner.api import get_tune_configs
-
-        return get_tune_configs(self, args, kwargs)
-
-    def tune_configs(self, configs: Iterable[dict | tuple], **tune_options: Any) -> Any:
-        """Tune explicit calls: dicts are keyword calls, tuples positional ones (generators welcome)."""
-        from tilebench.tuner.api import make_options, tune_configs
-
-        return tune_configs(self, configs, make_options(tune_options))
-
     def with_options(self, **changes: Any) -> JIT:
         """The same kernel function under changed compile options (a new, empty cache)."""
         options = self.options.updated(**changes) if changes else self.options
-        return self if options == self.options else JIT(self._func, options)
+        return self if options == self.options else type(self)(self._func, options)
 
     def runtime_args(self, *args: Any, **kwargs: Any) -> tuple:
         """The values an eager call passes to the compiled kernel (its tensors), in order."""
@@ -420,6 +396,11 @@ def _as_call(config: Any, index: int) -> tuple[tuple, dict]:
     )
 
 
+def is_autotuned(value: Any) -> bool:
+    """An autotuned kernel function (tb.autotune's object, which marks its class)."""
+    return getattr(type(value), "tilebench_autotuned", False)
+
+
 def jit(
     func: Any = None,
     *,
@@ -431,12 +412,15 @@ def jit(
     pass_configs: dict[str, Any] | None = None,
     debug_root_path: str | None = None,
     compile_flags: str | list[str] | None = None,
+    jit_class: type[JIT] | None = None,
 ) -> Any:
     """Decorate a TileLang kernel function (lazy or eager style) or wrap a PrimFunc.
 
     Options are tilelang.jit's. `target` defaults to TILELANG_TARGET, else this machine's GPU,
-    else compile-only for TILEBENCH_DEFAULT_ARCH (sm_90a).
+    else compile-only for TILEBENCH_DEFAULT_ARCH (sm_90a). `jit_class` is the kernel function's class
+    (tilebench.compat.jit passes its own, which adds tuning).
     """
+    cls = jit_class or JIT
     options = CompileOptions.create(
         out_idx=out_idx,
         target=target,
@@ -451,13 +435,11 @@ def jit(
         resolve_target(target)  # an invalid target fails here, at decoration
 
     def decorate(function: Any) -> Any:
-        from tilebench.kernel.adopt import is_autotuned
-
         if is_autotuned(function):  # @jit above @autotune: the jit's options, the autotune's configs
-            return function.with_jit(JIT(function.jit.func, options))
+            return function.with_jit(cls(function.jit.func, options))
         if not (callable(function) or is_prim_func(function)):
             raise TypeError(f"tb.jit decorates a function or a PrimFunc, not {type(function).__name__}")
-        return JIT(function, options)
+        return cls(function, options)
 
     return decorate(func) if func is not None else decorate
 
@@ -480,4 +462,4 @@ def live_jits() -> list[JIT]:
     return list(_LIVE)
 
 
-__all__ = ["JIT", "compile", "jit", "live_jits"]
+__all__ = ["JIT", "compile", "is_autotuned", "jit", "live_jits"]

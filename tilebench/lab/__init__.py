@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilebench import __version__
+from tilebench.config import __version__
 
 __all__ = ["__version__"]
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from tilebench.compat.scope import cell_modules, tilelang_as_tilebench
 from tilebench.compiler.options import LINE_DIRECTIVES
 from tilebench.kernel import observe
 from tilebench.magic.discover import bound_names, cell_kernels, read_names
@@ -24,17 +25,13 @@ MEMORY = CellMemory()
 _MISSING = object()
 
 
-def _ensure_names(namespace: dict[str, Any]) -> None:
+def _give_names(namespace: dict[str, Any]) -> None:
     """`T`, `tilelang`, `torch` and `tb` for the cell, unless the user bound those names already."""
-    from tilebench.compiler.runtime import tilelang as load_tilelang
-
-    tilelang = load_tilelang()
-    import tilelang.language as T
-    import torch
+    import torch  # heavy: loaded with the first cell, not with the magic
 
     import tilebench
 
-    for name, value in (("T", T), ("tilelang", tilelang), ("torch", torch), ("tb", tilebench)):
+    for name, value in {**cell_modules(), "torch": torch, "tb": tilebench}.items():
         namespace.setdefault(name, value)
 
 
@@ -135,7 +132,7 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
         fail(exc, "<tilelang cell>", cell, display, 1 + LINE_OFFSET)
     names = bound_names(tree)
     saved = {name: namespace.get(name, _MISSING) for name in names}
-    _ensure_names(namespace)
+    _give_names(namespace)
     key = cell_key(cell, line, f"{target} gpu={has_gpu()}", read_names(tree) - set(names), namespace)
     remembered = None if options.force else MEMORY.get(key)
     if remembered is not None:
@@ -143,8 +140,6 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
         namespace.update(values)
         result.cached = True
         return result
-
-    from tilebench.magic.scope import tilelang_as_tilebench
 
     filename = shell.compile.cache(cell, shell.execution_count)
     stopped: BaseException | None = None
@@ -380,7 +375,7 @@ def _needs_arguments(jit: Any) -> bool:
 
 def _run(options: Any, result: CellResult, namespace: dict[str, Any]) -> Any:
     """The Run tab: the kernel checked against --ref and timed, in the isolated benchmark worker."""
-    from tilebench.measure.trial import measure_kernel
+    from tilebench.workers.trial import measure_kernel
 
     args, kwargs = result.call
     values = result.values

@@ -14,11 +14,10 @@ class _Text(str):
 
 
 def info(shell: Any, words: list[str]) -> _Text:
-    import tilelang
     import torch
 
     import tilebench
-    from tilebench.compiler.runtime import has_gpu
+    from tilebench.compiler.runtime import has_gpu, tilelang
     from tilebench.compiler.targets import describe_target, resolve_target
     from tilebench.config import settings
 
@@ -26,7 +25,7 @@ def info(shell: Any, words: list[str]) -> _Text:
     return _Text(
         "\n".join(
             [
-                f"tilebench {tilebench.__version__}, tilelang {tilelang.__version__}, torch {torch.__version__}",
+                f"tilebench {tilebench.__version__}, tilelang {tilelang().__version__}, torch {torch.__version__}",
                 f"GPU: {device}",
                 f"target: {describe_target(resolve_target(None))}",
                 f"cache: {settings.cache_dir}",

@@ -40,8 +40,8 @@ def cell_kernels(
 ) -> dict[str, Any]:
     """The cell's kernels by name: values it bound that are kernels by decoration (tb.jit, tilelang.jit,
     autotune, a PrimFunc). A plain function is one only when `-k` names it (a lazy factory)."""
-    from tilebench.kernel.adopt import adopt
-    from tilebench.kernel.jit import jit
+    from tilebench.compat.adopt import adopt
+    from tilebench.compat.jit import jit
 
     kernels = {}
     for name in names:

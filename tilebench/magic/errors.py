@@ -233,7 +233,7 @@ def _op_span_lines(chain: list[BaseException], op: str, filename: str) -> list[i
                 prim_func = candidate
     if prim_func is None:
         return None
-    from tilebench.compiler.spans import tile_op_lines
+    from tilebench.inspect.spans import tile_op_lines
 
     return tile_op_lines(prim_func, op, _in_cell(filename) + "$")
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from tilebench.compiler.pool import readable_error
+from tilebench.compiler.request import readable_error
 from tilebench.measure.check import compare
 from tilebench.measure.inputs import SUPPLY_TYPES, InputParam, output_tensors, supply, torch_dtype
 from tilebench.measure.result import Measurement, Status
@@ -29,7 +29,7 @@ BenchResult = Measurement
 if TYPE_CHECKING:
     from tvm.tirx import PrimFunc
 
-    from tilebench.compiler.pool import CompileRequest
+    from tilebench.compiler.request import CompileRequest
 
 InputSpec = Sequence[tuple[Sequence[int], Any]]  # (shape, dtype: a name like "float16" or a torch.dtype)
 
@@ -168,7 +168,7 @@ class BenchJob:
         """A job for a PrimFunc compiled (into the disk cache) with ``compile_kwargs``, or a CompileRequest."""
         import cloudpickle
 
-        from tilebench.compiler.pool import CompileRequest
+        from tilebench.compiler.request import CompileRequest
 
         if not isinstance(source, CompileRequest):
             source = CompileRequest.from_func(source, compile_kwargs or {}, fields.pop("label", ""))
@@ -378,12 +378,9 @@ class BenchJob:
 
     def _time_with_tilelang(self, fn: Callable[[], Any], device: Any, check: BenchResult) -> BenchResult:
         """tilelang's do_bench with CUPTI or CUDA-graph replay: median, min and max where it gives them."""
-        from tilebench.compiler.runtime import tilelang
+        from tilebench.compiler.runtime import tilelang_do_bench
 
-        tilelang()
-        from tilelang.profiler import do_bench
-
-        timed = do_bench(
+        timed = tilelang_do_bench(
             fn,
             warmup=self.warmup_ms,
             rep=self.rep_ms,

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tilebench.compiler.runtime import has_gpu, tilelang
+from tilebench.compiler.runtime import has_gpu, tilelang_do_bench
 
 TIMING_BACKENDS = ("event", "cupti", "cudagraph")
 _MAX_REPS = 10_000
@@ -53,10 +53,7 @@ def time_call(
             fn, torch.device("cuda", torch.cuda.current_device()), warmup, rep, n_warmup, n_repeat
         )
         return summarize(times, return_mode, quantiles)
-    tilelang()
-    from tilelang.profiler import do_bench
-
-    result = do_bench(
+    result = tilelang_do_bench(
         fn,
         warmup=warmup,
         rep=rep,

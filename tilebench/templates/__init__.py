@@ -34,6 +34,6 @@ def module(name: str) -> ModuleType:
 
 def kernel(name: str) -> Any:
     """The template's kernel as a tilebench JIT (its `.compile`, `.tune`, `.bench`)."""
-    from tilebench.kernel.adopt import adopt
+    from tilebench.compat.adopt import adopt
 
     return adopt(getattr(module(name), name))

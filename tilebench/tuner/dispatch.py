@@ -30,7 +30,7 @@ class Candidate:
 
     index: int
     config: dict[str, Any]
-    request: Any  # tilebench.compiler.pool.CompileRequest
+    request: Any  # tilebench.compiler.request.CompileRequest
 
 
 class Sink(Protocol):
@@ -141,7 +141,7 @@ def for_gpu(job: Any, device: int, gpu: str | None, best_by_gpu: dict[str | None
 def compile_failure(config: dict, status: str, message: str, seconds: float | None) -> Record:
     """The record of a config that did not compile; the pool's own failure to start is `skipped` (not the
     config's fault: a later run retries it)."""
-    from tilebench.compiler.pool import START_FAILED
+    from tilebench.workers.pool import START_FAILED
 
     if message.startswith(START_FAILED):
         status = "skipped"
@@ -160,7 +160,7 @@ class LocalExecutor:
         gpus: Sequence[str] | None = None,
     ) -> None:
         """`gpus`: the devices' names (default: read from CUDA), stamped on their records."""
-        from tilebench.compiler.pool import shared_pool
+        from tilebench.workers.pool import shared_pool
 
         self.devices = list(devices)
         self.gpus = list(gpus) if gpus is not None else [gpu_name(d) for d in self.devices]
@@ -170,9 +170,9 @@ class LocalExecutor:
     def start(self) -> None:
         """Start the compile server and the benchmark workers now, from this (long-lived) thread: they warm
         up while the first batch elaborates and compiles, and a worker dies with the thread that started it."""
-        from tilebench.compiler import server
-        from tilebench.compiler.pool import shared_pool
-        from tilebench.measure.worker import shared_worker
+        from tilebench.workers import server
+        from tilebench.workers.bench import shared_worker
+        from tilebench.workers.pool import shared_pool
 
         server.start()
         shared_pool().prestart_in_background()  # the compile workers fork while the first batch elaborates
@@ -193,8 +193,8 @@ class LocalExecutor:
 
     def run(self, candidates: list[Candidate], sink: Sink) -> None:
         """Compile every candidate; measure the compiled ones on the lanes; keep each record as it comes."""
-        from tilebench.compiler.pool import shared_pool
         from tilebench.tuner.lanes import Lane, MeasureQueue, Work
+        from tilebench.workers.pool import shared_pool
 
         def record(work: Work, result: Any) -> Record:
             headers = work.compiled.headers or None

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tilebench.compiler.build import is_prim_func
+from tilebench.config import __version__
 from tilebench.store.schema import tuning_key
 from tilebench.tuner.protocol import TunableKernel
 
@@ -114,7 +115,6 @@ def build_key(
     a cluster's GPU workers), else those of `options.device` (default 0) when `gpu`, else "none"."""
     import torch
 
-    import tilebench
     from tilebench.compiler.runtime import tilelang
 
     walker = _Walker()
@@ -128,7 +128,7 @@ def build_key(
         **(dict(machine) if machine is not None else machine_parts((options.device or 0) if gpu else None)),
         tilelang_version=str(tilelang().__version__),
         torch_version=str(torch.__version__),
-        tilebench_version=tilebench.__version__,
+        tilebench_version=__version__,
         ref=fingerprint_with_reads(options.ref),
         rtol=float(options.rtol),
         atol=float(options.atol),
@@ -200,8 +200,8 @@ def cuda_driver_version() -> str:
 @functools.cache
 def nvcc_version() -> str:
     """The version of the nvcc tilelang compiles with ("V13.0.88"); "none" when there is none."""
-    from tilebench.compiler.artifacts import find_cuda_tool
     from tilebench.compiler.runtime import prepare_environment
+    from tilebench.inspect.artifacts import find_cuda_tool
 
     prepare_environment()  # CUDA_HOME as tilelang sees it
     nvcc = find_cuda_tool("nvcc")

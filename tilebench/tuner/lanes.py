@@ -130,7 +130,7 @@ class Lane(threading.Thread):
         record_of: RecordOf,
         timeout_s: float,
     ) -> None:
-        from tilebench.measure.worker import shared_worker
+        from tilebench.workers.bench import shared_worker
 
         super().__init__(name=f"tilebench-lane-{device}.{slot}", daemon=True)
         self.device, self.slot, self.gpu = device, slot, gpu

@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tilebench.cluster.errors import ClusterLost, check_cluster_option
 from tilebench.store import (
     RETRYABLE_STATUSES,
     Record,
@@ -27,6 +26,7 @@ from tilebench.store import (
 from tilebench.store.liveness import Heartbeat
 from tilebench.tuner.config_options import compile_call, kernel_for_call
 from tilebench.tuner.dispatch import Candidate, check_devices
+from tilebench.tuner.executor import Executor, ExecutorLost, check_cluster_option
 from tilebench.tuner.protocol import TunableKernel
 from tilebench.tuner.result import TuneResult
 
@@ -147,30 +147,23 @@ class _Observers:
         return any(getattr(o, "should_stop", lambda: False)() for o in self.observers)
 
 
-def default_observers(progress: Any, kernel: str, params: dict[str, list], total: int | None) -> list[Any]:
-    if progress is None:
-        return []
-    if progress != "auto":
-        return list(progress) if isinstance(progress, (list, tuple)) else [progress]
-    from tilebench.views.dashboard import in_notebook
-
-    if in_notebook():
-        from IPython.display import display
-
-        from tilebench.views.dashboard import TuneDashboard
-
-        board = TuneDashboard(kernel, params, total)
-        display(board.widget)
-        return [board]
-    from tilebench.views.dashboard import TextProgress
-
-    return [TextProgress()]
+ObserversFor = Callable[[str, dict, int | None], Sequence[Any]]  # (kernel, params, total) -> observers
 
 
 class TuneSession:
     """Tunes one kernel call over one space; `run()` returns the TuneResult."""
 
-    def __init__(self, jit: TunableKernel, space: Any, options: TuneOptions) -> None:
+    def __init__(
+        self,
+        jit: TunableKernel,
+        space: Any,
+        options: TuneOptions,
+        executor: Executor,
+        machine: dict[str, str] | None,
+        observers: ObserversFor | None = None,
+    ) -> None:
+        """`executor` compiles and measures, on GPUs described by `machine` (None: compile-only);
+        `observers` makes the run's observers once its space is known (the caller's dashboard)."""
         from tilebench.compiler.targets import describe_target, resolve_target
         from tilebench.tuner.key import build_key
 
@@ -178,7 +171,7 @@ class TuneSession:
         self.name = jit.__name__
         self.target = resolve_target(jit.options.target_dict_or_str())
         self.target_text = describe_target(self.target)
-        self.executor, machine = self._executor()  # a cluster is reached here, before anything is stored
+        self.executor, self.make_observers = executor, observers
         self.gpu = machine is not None
         self.tuning_key = build_key(jit, space.fixed, options, self.target_text, self.gpu, machine)
         self.key = self.tuning_key.digest()
@@ -192,20 +185,6 @@ class TuneSession:
         self.best_ms: dict[str | None, float] = {}  # per GPU model: never rank across models
         self.unwritten: list[Callable[[], None]] = []  # store writes waiting for a busy store, in order
 
-    def _executor(self) -> tuple[Any, dict[str, str] | None]:
-        """The executor, and the machine parts of the GPUs it measures on (None: compile-only)."""
-        options = self.options
-        if options.cluster is not None:
-            from tilebench.cluster import ClusterExecutor
-
-            executor = ClusterExecutor.connect(options.cluster, options)
-            return executor, executor.machine
-        from tilebench.tuner.dispatch import LocalExecutor, machine_of, resolve_devices
-
-        devices = resolve_devices(options.devices, options.device)
-        executor = LocalExecutor(devices, options.num_workers, options.compile_timeout_s, options.timeout_s)
-        return executor, machine_of(devices) if devices else None
-
     # --- the loop ----------------------------------------------------------------------------------
 
     def run(self) -> TuneResult:
@@ -215,7 +194,7 @@ class TuneSession:
         strategy = get_strategy(options.strategy)
         total = self.space.count()
         params = dict(self.space.params)
-        observers = _Observers(default_observers(options.progress, self.name, params, total))
+        observers = _Observers(self.make_observers(self.name, params, total) if self.make_observers else [])
         known = self._known()
         key = self.tuning_key
         run_id = self.store.start_run(
@@ -252,7 +231,7 @@ class TuneSession:
                 status = "stopped"
         except KeyboardInterrupt:
             status = "stopped"
-        except ClusterLost as lost:  # the records so far are kept; a re-run resumes from them
+        except ExecutorLost as lost:  # the records so far are kept; a re-run resumes from them
             status = "stopped"
             print(f"tilebench: {lost}")
         except Exception:
@@ -357,7 +336,7 @@ class TuneSession:
         self, batch: list[dict], known: dict[str, Record], observers: Any, should_stop: Callable[[], bool]
     ) -> list[Record]:
         """Records for a batch of configs: stored ones reused, the rest elaborated, compiled, benchmarked."""
-        from tilebench.compiler.pool import CompileRequest, readable_error
+        from tilebench.compiler.request import CompileRequest, readable_error
         from tilebench.kernel.param_checks import compile_values_problem
 
         sink = _BatchSink(self, observers, should_stop)
@@ -442,8 +421,8 @@ class _BatchSink:
         return self.session.best_ms
 
     def keep(self, candidate: Candidate, record: Record) -> None:
-        from tilebench.compiler.pool import START_FAILED as COMPILE_START_FAILED
-        from tilebench.measure.worker import START_FAILED as BENCH_START_FAILED
+        from tilebench.workers.bench import START_FAILED as BENCH_START_FAILED
+        from tilebench.workers.pool import START_FAILED as COMPILE_START_FAILED
 
         self.outcomes[candidate.index] = self.session._keep(record, self.observers)
         if record.status == "skipped" and record.message.startswith(

@@ -1,6 +1,6 @@
 """Layout heatmaps: which thread and register hold each fragment element; which bank each shared element uses.
 
-Input is :class:`tilebench.compiler.layouts.BufferLayout` (read duck-typed: no tilelang here). Formulas
+Input is :class:`tilebench.inspect.layouts.BufferLayout` (read duck-typed: no tilelang here). Formulas
 go into the hover template once per trace, not per element; per-element hover data is ``customdata``.
 Grids are handed to plotly as numpy arrays: validated in bulk (nested lists cost ~0.5 s for 128×128) and
 sent to the browser as binary buffers by ``FigureWidget``.

@@ -1,4 +1,4 @@
-"""An HTML table of a kernel's resource use (:class:`tilebench.compiler.artifacts.Resources`, duck-typed)."""
+"""An HTML table of a kernel's resource use (:class:`tilebench.inspect.artifacts.Resources`, duck-typed)."""
 
 from __future__ import annotations
 

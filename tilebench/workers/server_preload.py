@@ -4,7 +4,8 @@ and the precompiled headers of the kernels compiled last, loaded once for all of
 import contextlib
 import os
 
-from tilebench.compiler import headers, nvrtc, server
+from tilebench.compiler import headers, nvrtc
+from tilebench.workers import server
 
 with contextlib.suppress(Exception):  # a broken install shows up in the first compile's outcome instead
     headers.pin_heap()  # before tilelang and torch map anything: see headers.py

@@ -7,10 +7,11 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tilebench.compat.sessions import open_session
 from tilebench.tuner.config_options import compile_call, kernel_for_call
 from tilebench.tuner.protocol import TunableKernel
 from tilebench.tuner.result import CallArgs, TuneResult
-from tilebench.tuner.session import TuneOptions, TuneSession
+from tilebench.tuner.session import TuneOptions
 
 _OPTION_NAMES = {f.name for f in dataclasses.fields(TuneOptions)}
 
@@ -52,7 +53,7 @@ def tune_call(jit: TunableKernel, args: tuple, kwargs: dict, options: TuneOption
             f"{jit.__name__}.tune(): no parameter is a tb.tune([...]) choice; "
             "e.g. kernel.tune(A, B, block_M=tb.tune([64, 128]))"
         )
-    return TuneSession(jit, space, options).run()
+    return open_session(jit, space, options).run()
 
 
 def tune_configs(jit: TunableKernel, configs: Iterable[dict | tuple], options: TuneOptions) -> TuneResult:
@@ -60,7 +61,7 @@ def tune_configs(jit: TunableKernel, configs: Iterable[dict | tuple], options: T
     from tilebench.tuner.space import Space
 
     space = Space.from_configs(configs, _signature(jit), constraint=options.constraint)
-    return TuneSession(jit, space, options).run()
+    return open_session(jit, space, options).run()
 
 
 def get_tune_configs(jit: TunableKernel, args: tuple, kwargs: dict) -> list[CallArgs]:
@@ -141,7 +142,7 @@ class AutoTuned:
 
     def get_tunner(self) -> Any:
         """seed 003's name for the tuner behind the decorator."""
-        from tilebench.tuner.autotuner import AutoTuner
+        from tilebench.compat.autotuner import AutoTuner
 
         tuner = AutoTuner(self.jit, self.configs)
         tuner.options = self.tune_options
@@ -279,7 +280,7 @@ def tune_calls(jit: TunableKernel, calls: list[tuple[tuple, dict]], options: Tun
         _signature(jit),
         constraint=options.constraint,
     )
-    return TuneSession(jit, space, options).run()
+    return open_session(jit, space, options).run()
 
 
 def autotune(
@@ -330,8 +331,8 @@ def autotune(
     )
 
     def decorate(target: Any) -> AutoTuned:
-        from tilebench.kernel.adopt import adopt
-        from tilebench.kernel.jit import jit
+        from tilebench.compat.adopt import adopt
+        from tilebench.compat.jit import jit
 
         kernel = adopt(target) or jit(target)
         if isinstance(kernel, AutoTuned):  # autotune over autotune: the outer configs win

@@ -107,8 +107,8 @@ def par_compile_like_tilelang(
 ) -> list[Any]:
     """`tilelang.par_compile`: PrimFuncs compiled in tilebench's worker pool, as tilebench Kernels."""
     from tilebench.compiler.build import CompileError
-    from tilebench.compiler.parallel import compile_all
     from tilebench.kernel.compiled import Kernel
+    from tilebench.workers.parallel import compile_all
 
     options = _compile_options(
         out_idx=out_idx,
@@ -174,8 +174,8 @@ def _submodule_views() -> dict[str, TileLangView]:
     import tilelang.autotuner as real_autotuner
     import tilelang.profiler as real_profiler
 
-    from tilebench.tuner.api import autotune
-    from tilebench.tuner.autotuner import AutoTuner
+    from tilebench.compat.autotuner import AutoTuner
+    from tilebench.compat.tuning import autotune
 
     return {
         "tilelang.autotuner": TileLangView(real_autotuner, {"autotune": autotune, "AutoTuner": AutoTuner}),
@@ -191,9 +191,9 @@ def views(
 
     `own_line_directives`: the options' `#line` directives are the cell's own (for nvcc's errors), not asked
     for by the program or the magic line; the program's kernels then show their source without them."""
+    from tilebench.compat.jit import jit
+    from tilebench.compat.tuning import autotune
     from tilebench.compiler.runtime import tilelang
-    from tilebench.kernel.jit import jit
-    from tilebench.tuner.api import autotune
 
     base = dict(options or {})
 
@@ -324,3 +324,13 @@ def tilelang_as_tilebench(
         for name, value in list(namespace.items()):
             if isinstance(value, TileLangView):
                 namespace[name] = real_module(value)
+
+
+def cell_modules() -> dict[str, Any]:
+    """tilelang's modules a cell gets by name: `tilelang` and `T` (tilelang.language)."""
+    from tilebench.compiler.runtime import tilelang as load_tilelang
+
+    tilelang = load_tilelang()
+    import tilelang.language as T
+
+    return {"T": T, "tilelang": tilelang}

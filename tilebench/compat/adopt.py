@@ -9,13 +9,9 @@ from tilebench.compiler.build import is_prim_func
 from tilebench.compiler.frontend import tilelang_autotune_parts, tilelang_jit_parts
 
 
-def is_autotuned(value: Any) -> bool:
-    return getattr(type(value), "tilebench_autotuned", False)
-
-
 def adopt(value: Any, overrides: dict[str, Any] | None = None) -> Any:
     """A tilebench JIT (or autotuned kernel) for a kernel-like value, with compile `overrides`; else None."""
-    from tilebench.kernel.jit import JIT, jit
+    from tilebench.compat.jit import JIT, is_autotuned, jit
 
     overrides = overrides or {}
     if isinstance(value, JIT):
@@ -29,7 +25,7 @@ def adopt(value: Any, overrides: dict[str, Any] | None = None) -> Any:
         return jit(func, **options)
     tuned = tilelang_autotune_parts(value)
     if tuned is not None:
-        from tilebench.tuner.api import autotune
+        from tilebench.compat.tuning import autotune
 
         jit_impl, arguments = tuned
         return autotune(**arguments)(adopt(jit_impl, overrides))

@@ -17,7 +17,7 @@ Where the pieces come from (tilelang 0.1.15, tvm_ffi backend):
   "cubin": the exact PTX that was assembled, without ``.loc`` lines or indentation).
 - ``ptxas -v`` on that PTX (about 0.1-0.3 s) gives spill bytes, and registers/smem again.
 - ``sass``: ``nvdisasm`` or ``cuobjdump --dump-sass`` on the cubin, when either tool is installed.
-- ``layouts``: :mod:`tilebench.compiler.layouts`.
+- ``layouts``: :mod:`tilebench.inspect.layouts`.
 
 When the cubin (hence PTX) cannot be had, ``KernelArtifacts.ensure_ptx()`` compiles the CUDA source
 to PTX with nvcc (about 3 s for a GEMM) and fills the ptxas figures.
@@ -38,17 +38,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilebench.compiler.cubin import CubinInfo, find_cubin, library_path, parse_cubin
-from tilebench.compiler.layouts import (
+from tilebench.compiler.runtime import tilelang
+from tilebench.compiler.targets import describe_target
+from tilebench.inspect.cubin import CubinInfo, find_cubin, library_path, parse_cubin
+from tilebench.inspect.layouts import (
     BufferLayout,
     describe_layout_map,
     layout_map_of,
     lower_capturing_layouts,
     text,
 )
-from tilebench.compiler.occupancy import occupancy, over_limits
-from tilebench.compiler.runtime import tilelang
-from tilebench.compiler.targets import describe_target
+from tilebench.inspect.occupancy import occupancy, over_limits
 
 TOOL_TIMEOUT_S = 120
 

@@ -59,7 +59,7 @@ def measure_kernel(
         device_index=device,
     )
     if isolated:
-        from tilebench.measure.worker import shared_worker
+        from tilebench.workers.bench import shared_worker
 
         result = shared_worker(device).run(job, timeout_s)
     else:

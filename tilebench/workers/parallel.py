@@ -18,7 +18,7 @@ def compile_all(
     on_done: Callable[[int, Any], None] | None = None,
 ) -> list[Build | CompileError]:
     """A Build or a CompileError per PrimFunc, in order. Failures never raise here."""
-    from tilebench.compiler.pool import compile_in_pool
+    from tilebench.workers.pool import compile_in_pool
 
     target = resolve_target(options.target_dict_or_str())
     report = (lambda outcome: on_done(outcome.index, outcome)) if on_done else None

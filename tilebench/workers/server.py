@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator
 from multiprocessing.context import BaseContext
 
-PRELOAD = "tilebench.compiler.server_preload"
+PRELOAD = "tilebench.workers.server_preload"
 PREBUILD_ENV = "TILEBENCH_SERVER_PREBUILD"  # "1": this server starts with headers.prebuild()
 START_ENV = "TILEBENCH_START_SERVER"  # "0": `import tilebench` starts no server
 _ADDR_NO_RANDOMIZE = 0x0040000
@@ -89,13 +89,13 @@ def start_early() -> None:
         return
     try:
         start(prebuild=True)
-        from tilebench.compiler.pool import shared_pool
+        from tilebench.workers.pool import shared_pool
 
         shared_pool().prestart_in_background()
-        from tilebench.tuner.warm import gpu_present
+        from tilebench.workers.warm import gpu_present
 
         if gpu_present():
-            from tilebench.measure.worker import shared_worker
+            from tilebench.workers.bench import shared_worker
 
             shared_worker(0).launch(open_context=False)  # the GPU's memory is taken by the first tune
     except Exception:  # noqa: BLE001 - the first compile or tune starts them again, and says what is wrong

@@ -19,14 +19,14 @@ def warm_up(device: int = 0, wait: bool = False) -> bool:
     the thread that started it. `wait=True` returns once both are ready (False: the benchmark worker
     could not start; its first job says why).
     """
-    from tilebench.compiler import server
-    from tilebench.compiler.pool import shared_pool
+    from tilebench.workers import server
+    from tilebench.workers.pool import shared_pool
 
     server.start(prebuild=True)
     forking = shared_pool().prestart_in_background()  # the compile workers, forked once the server is ready
     worker = None
     if gpu_present():
-        from tilebench.measure.worker import shared_worker
+        from tilebench.workers.bench import shared_worker
 
         worker = shared_worker(device)
         worker.launch()

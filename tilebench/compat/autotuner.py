@@ -124,7 +124,7 @@ class AutoTuner:
         given = dict(locals())
         given.pop("self")
         self.profile_args = {_PROFILE_NAMES.get(k, k): v for k, v in given.items()}
-        from tilebench.tuner.api import make_options
+        from tilebench.compat.tuning import make_options
 
         make_options(**self.profile_args)  # a bad argument fails here, naming itself
         return self
@@ -136,8 +136,8 @@ class AutoTuner:
         return self
 
     def _kernel(self) -> Any:
-        from tilebench.kernel.adopt import adopt
-        from tilebench.kernel.jit import jit
+        from tilebench.compat.adopt import adopt
+        from tilebench.compat.jit import jit
 
         overrides = {k: v for k, v in self.compile_args.items() if v is not None}
         kernel = adopt(self.fn, overrides)
@@ -146,7 +146,7 @@ class AutoTuner:
         return getattr(kernel, "jit", kernel) if getattr(kernel, "tilebench_autotuned", False) else kernel
 
     def _options(self, warmup: float, rep: float, timeout: float) -> Any:
-        from tilebench.tuner.api import make_options
+        from tilebench.compat.tuning import make_options
 
         if self.options is not None:
             return self.options
@@ -160,7 +160,7 @@ class AutoTuner:
 
     def run(self, warmup: float = 25, rep: float = 100, timeout: float = 30, **_: Any) -> AutotuneResult:
         """Tune every config; records go to the store (a second run answers from it)."""
-        from tilebench.tuner.api import chosen_config, compile_only_stand_in, record_tuning, tune_calls
+        from tilebench.compat.tuning import chosen_config, compile_only_stand_in, record_tuning, tune_calls
         from tilebench.tuner.config_options import compile_call
 
         kernel = self._kernel()
@@ -191,7 +191,7 @@ class AutoTuner:
 
     def _ref_latency(self, kernel: Any, options: Any) -> float | None:
         """The reference's time on the profiler's inputs (seed 003's ref_latency), measured once."""
-        from tilebench.tuner.api import reference_latency
+        from tilebench.compat.tuning import reference_latency
 
         if self.ref_latency_cache is None:
             self.ref_latency_cache = reference_latency(kernel, options)

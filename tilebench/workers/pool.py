@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import copy
 import ctypes
 import dataclasses
 import os
-import re
 import signal
 import sys
 import threading
@@ -28,101 +26,28 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
-from tilebench.compiler import server
 from tilebench.compiler.options import CompileOptions
+from tilebench.compiler.request import (
+    CompileOutcome,
+    CompileRequest,
+    Status,
+    postproc_callback_here,
+)
 from tilebench.compiler.runtime import prepare_environment
 from tilebench.compiler.targets import TargetSpec, resolve_target
+from tilebench.workers import server
 
 if TYPE_CHECKING:
     from tvm.tirx import PrimFunc
 
-Status = Literal["ok", "compile_error", "timeout", "crash"]
-
 _START_TIMEOUT = 300.0  # the server (or a spawned worker) imports tilelang (3-9 s); not counted against a compile's timeout
 START_FAILED = "compile worker failed to start"  # the outcome's message starts so: the pool's fault
 _NICENESS = 5  # added to a compile worker's nice value
-_FRAME = re.compile(r'^\s*(Traceback \(most recent call last\)|File ".*", line \d+)')
-_HEAD_LINES, _TAIL_LINES = 14, 6
-_COMPILER_ERROR = re.compile(r"\berror\b")  # nvcc: "kernel.cu(21): error: identifier ... is undefined"
-
-
-@dataclasses.dataclass
-class CompileRequest:
-    """One compile job: a PrimFunc as TVM JSON and the kwargs for ``tilelang.compile`` (target resolved)."""
-
-    tir_json: str
-    kwargs: dict[str, Any]
-    label: str = ""
-    more_coming: bool = False  # this worker will compile more after this one (set by the pool or caller)
-
-    @classmethod
-    def from_func(cls, func: PrimFunc, kwargs: dict[str, Any], label: str = "") -> CompileRequest:
-        from tilebench.compiler import tir_json
-
-        name = func.attrs["global_symbol"] if func.attrs and "global_symbol" in func.attrs else "kernel"
-        return cls(tir_json.dump(func), copy.deepcopy(kwargs), label or str(name))
-
-    def __call__(self) -> tuple[Status, str]:
-        """Compile in this process, into tilelang's disk cache. Errors come back as text, never raised."""
-        from tilebench.compiler.runtime import tilelang
-
-        tl = tilelang()
-        from tilebench.compiler import headers, tir_json
-
-        try:
-            # deepcopy: a disk-cache load rewrites out_idx in place ([-1] -> [2]), changing later cache keys.
-            with headers.more_coming(self.more_coming):
-                tl.compile(tir_json.load(self.tir_json), **copy.deepcopy(self.kwargs))
-        except Exception as exc:  # any compiler failure is data for the caller
-            return "compile_error", readable_error(exc)
-        return "ok", ""
 
 
 _Pending = deque[tuple[int, CompileRequest]]  # (index in the caller's list, request)
-
-# tilelang's code post-processing hooks (tilelang.engine.callback): registered in one process only
-_POSTPROC_CALLBACKS = ("tilelang_callback_cuda_postproc", "tilelang_callback_c_host_postproc")
-
-
-def postproc_callback_here() -> str | None:
-    """The name of a code post-processing callback registered in this process (a notebook's
-    `@register_cuda_postproc_callback`), which the workers never see: None when there is none."""
-    import tvm_ffi
-
-    return next((n for n in _POSTPROC_CALLBACKS if tvm_ffi.get_global_func(n, allow_missing=True)), None)
-
-
-@dataclasses.dataclass
-class CompileOutcome:
-    """What happened to request number ``index``; ``message`` holds the compiler's error text."""
-
-    status: Status
-    message: str
-    seconds: float
-    index: int
-    label: str = ""
-    headers: str = ""  # how NVRTC met the kernel's includes (headers.take_last_use); "" where not known
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-def readable_error(exc: BaseException) -> str:
-    """The meaningful lines of a compiler error: no stack frames, no dump of the generated CUDA source."""
-    text = str(exc)
-    _, marker, tail = text.rpartition("Compilation error:")  # tilelang's nvcc errors start with the whole .cu
-    if marker:
-        text = marker + tail
-    lines = [line.rstrip() for line in text.splitlines() if line.strip() and not _FRAME.match(line)]
-    if len(lines) > _HEAD_LINES + _TAIL_LINES:
-        # nvcc's errors can come after pages of warnings: they are kept wherever they stand
-        buried = [line for line in lines[_HEAD_LINES:-_TAIL_LINES] if _COMPILER_ERROR.search(line)]
-        kept = [*buried[:_HEAD_LINES], "..."] if buried else []
-        lines = [*lines[:_HEAD_LINES], "...", *kept, *lines[-_TAIL_LINES:]]
-    return "\n".join([f"{type(exc).__name__}: {lines[0]}", *lines[1:]]) if lines else type(exc).__name__
 
 
 def script_hint(exitcode: int | None) -> str:

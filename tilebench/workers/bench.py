@@ -23,9 +23,10 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-from tilebench.compiler.pool import _die_with_parent, readable_error, script_hint
+from tilebench.compiler.request import readable_error
 from tilebench.compiler.runtime import prepare_environment
 from tilebench.measure.job import BenchResult, preload, run_job
+from tilebench.workers.pool import _die_with_parent, script_hint
 
 _START_TIMEOUT = 300.0  # importing tilelang and opening a CUDA context; not counted against a job's timeout
 _POLL_S = 0.2  # waits are sliced so Ctrl-C lands promptly whichever thread the signal reaches
