@@ -56,9 +56,10 @@ $(STAMP): pyproject.toml $(EXTENSION_SOURCES)
 test: venv ## lint, pytest tests/ (GPU tests skip without CUDA), nbval on notebooks, browser; fails if any failed
 	@$(MAKE) --no-print-directory -k lint pytest nbval browser || { echo "make test: FAILED (see above)" >&2; exit 1; }
 
-lint: venv ## ruff check + ruff format --check
+lint: venv ## ruff check + ruff format --check + lint-imports (the layers of ARCHITECTURE.md)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/lint-imports
 
 pytest: export TILEBENCH_CACHE_DIR := $(TEST_CACHE_DIR)
 pytest: venv ## pytest tests/ but tests/browser (extra arguments: PYTEST_ARGS="-k name -x")

@@ -29,7 +29,7 @@ _LAZY = {
     "records": "tilebench.store",
     "runs": "tilebench.store",
     "tune": "tilebench.tuner.space",
-    "TuneOptions": "tilebench.tuner.session",
+    "TuneOptions": "tilebench.tuner.options",
     "TuneResult": "tilebench.tuner.result",
     "autotune": "tilebench.compat.tuning",
     "AutoTuner": "tilebench.compat.autotuner",
