@@ -1,2 +1,3 @@
-"""The tuner: spaces, strategies and the tuning session. Candidates are checked and timed by measure/'s
-isolated benchmark workers, one per GPU; every outcome becomes a record in store/."""
+"""The tuner: spaces, strategies, the tuning key and the session loop. The caller passes the executor that
+compiles and measures (dispatch.py here, or tilebench.cluster) and the observers that show progress; every
+outcome becomes a record in store/."""
