@@ -59,7 +59,6 @@ def tilelang() -> ModuleType:
     return tl
 
 
-@functools.cache
 def tilelang_do_bench(fn: Any, **options: Any) -> Any:
     """tilelang's `do_bench` (its CUPTI and CUDA-graph timers) on `fn`."""
     tilelang()
@@ -68,6 +67,7 @@ def tilelang_do_bench(fn: Any, **options: Any) -> Any:
     return do_bench(fn, **options)
 
 
+@functools.cache
 def cuda_capability() -> tuple[int, int] | None:
     """The first CUDA device's compute capability, or None when no GPU is usable."""
     import torch
