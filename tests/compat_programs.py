@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +75,41 @@ class CellRun:
 def run_as_cell(shell: Any, program: Program, variable: str = "compat_result") -> CellRun:
     """`%%tilelang <magic line> -o VARIABLE` with the program as the cell, in a real IPython shell."""
     shell.user_ns.pop(variable, None)
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        shell.run_cell_magic("tilelang", f"{program.magic_line} -o {variable}".strip(), program.cell)
-    return CellRun(shell.user_ns[variable], printed.getvalue())
+    # a real file, not a StringIO: code that redirects the process's stdout by file descriptor (tilelang's
+    # CUPTI timer silences it that way) needs one, as a notebook's stdout has
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as printed:
+        with contextlib.redirect_stdout(printed), _process_settings_put_back():
+            shell.run_cell_magic("tilelang", f"{program.magic_line} -o {variable}".strip(), program.cell)
+        printed.seek(0)
+        return CellRun(shell.user_ns[variable], printed.read())
+
+
+# tilelang's code post-processing hooks (tilelang.engine.callback), process-wide once registered
+_POSTPROC_HOOKS = (
+    "tilelang_callback_cuda_postproc",
+    "tilelang_callback_hip_postproc",
+    "tilelang_callback_c_host_postproc",
+    "tilelang_callback_metal_postproc",
+)
+
+
+@contextlib.contextmanager
+def _process_settings_put_back() -> Any:
+    """What a program may switch for the whole process (tilelang.disable_cache(), a postproc callback)
+    is put back after its cell: the programs and tests that run next in this process don't inherit it."""
+    import tilelang
+    import tvm_ffi
+
+    cache_was_on = tilelang.is_cache_enabled()
+    hooks_before = {name for name in _POSTPROC_HOOKS if tvm_ffi.get_global_func(name, allow_missing=True)}
+    try:
+        yield
+    finally:
+        for name in _POSTPROC_HOOKS:
+            if name not in hooks_before and tvm_ffi.get_global_func(name, allow_missing=True):
+                tvm_ffi.remove_global_func(name)
+        if cache_was_on and not tilelang.is_cache_enabled():
+            tilelang.enable_cache()
 
 
 @dataclasses.dataclass

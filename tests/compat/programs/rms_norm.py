@@ -4,47 +4,49 @@ import tilelang.language as T
 import torch
 
 
-@tilelang.jit(out_idx=[-1])
-def rms_norm(M, N, blk_m, eps=1e-6, dtype="float16"):
-    accum_dtype = "float"
-
-    @T.prim_func
-    def main(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(M, blk_m), threads=128) as bx:
-            X_shared = T.alloc_shared((blk_m, N), dtype)
-            x = T.alloc_fragment((blk_m, N), accum_dtype)
-            x_sq = T.alloc_fragment((blk_m, N), accum_dtype)
-            inv_rms = T.alloc_fragment((blk_m,), accum_dtype)
-
-            T.copy(X[bx * blk_m : (bx + 1) * blk_m, :], X_shared, disable_tma=True)
-            for i, j in T.Parallel(blk_m, N):
-                x[i, j] = T.cast(X_shared[i, j], accum_dtype)
-            for i, j in T.Parallel(blk_m, N):
-                x_sq[i, j] = x[i, j] * x[i, j]
-            T.reduce_sum(x_sq, inv_rms, dim=1)
-            for i in T.Parallel(blk_m):
-                inv_rms[i] = T.rsqrt(inv_rms[i] / N + eps)
-            for i, j in T.Parallel(blk_m, N):
-                x[i, j] = x[i, j] * inv_rms[i] * T.cast(W[j], accum_dtype)
-            T.copy(x, Y[bx * blk_m : (bx + 1) * blk_m, :])
-
-    return main
-
-
-def ref_program(X, W, eps=1e-6):
-    x = X.float()
-    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * W.float()
-    return y.to(X.dtype)
+# Eager style with a dynamic row count: N (the hidden size) is a compile-time constant taken from the
+# tensors, M may change from call to call without a new kernel.
+@tilelang.jit
+def rms_norm(x, weight, eps: float = 1e-6, rows: int = 2, threads: int = 128):
+    M = T.dynamic("M")
+    N = T.const("N")
+    x: T.Tensor[[M, N], T.float16]
+    weight: T.Tensor[[N], T.float16]
+    y = T.empty((M, N), T.float16)
+    with T.Kernel(T.ceildiv(M, rows), threads=threads) as blk:
+        staged = T.alloc_shared((rows, N), T.float16)
+        vals = T.alloc_fragment((rows, N), T.float32)
+        squares = T.alloc_fragment((rows, N), T.float32)
+        mean_sq = T.alloc_fragment((rows,), T.float32)
+        T.copy(x[blk * rows, 0], staged)
+        T.copy(staged, vals)
+        for r, c in T.Parallel(rows, N):
+            squares[r, c] = vals[r, c] * vals[r, c]
+        T.reduce_sum(squares, mean_sq, dim=1)
+        for r in T.Parallel(rows):
+            mean_sq[r] = T.rsqrt(mean_sq[r] / N + eps)
+        for r, c in T.Parallel(rows, N):
+            vals[r, c] = vals[r, c] * mean_sq[r] * T.cast(weight[c], T.float32)
+        T.copy(vals, y[blk * rows, 0])
+    return y
 
 
-def main(M=2048, N=1024):
-    kernel = rms_norm(M=M, N=N, blk_m=1)
-    profiler = kernel.get_profiler()
-    profiler.assert_allclose(ref_program, rtol=1e-2, atol=1e-2)
-    ref_ms = profiler.do_bench(ref_program, warmup=25, rep=100)
-    ms = profiler.do_bench(warmup=25, rep=100)
-    gbytes = 2 * M * N * 2 / 1e9
-    print(f"torch: {ref_ms:.4f} ms, tilelang: {ms:.4f} ms ({gbytes / (ms / 1e3):.0f} GB/s)")
+def torch_rms_norm(x, weight, eps=1e-6):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.float()).half()
+
+
+def main(N=2048):
+    kernel = rms_norm.compile(N=N)  # M stays dynamic: one kernel serves every batch below
+    assert "__global__" in kernel.get_kernel_source()
+
+    weight = torch.rand(N, device="cuda", dtype=torch.float16) + 0.5
+    for M in (1, 333, 4096):
+        x = torch.randn(M, N, device="cuda", dtype=torch.float16)
+        y = rms_norm(x, weight)
+        torch.testing.assert_close(y, torch_rms_norm(x, weight), rtol=1e-2, atol=1e-2)
+        ms = tilelang.profiler.do_bench(lambda x=x: rms_norm(x, weight), warmup=10, rep=50)
+        print(f"M={M}: {ms:.4f} ms ({2 * M * N * 2 / (ms * 1e-3) / 1e9:.0f} GB/s)")
     print("RESULT rms_norm ok")
 
 
