@@ -70,8 +70,8 @@ def __dir__() -> list[str]:
 
 
 def _start_server() -> None:
-    """The compile server starts as tilebench is imported (see workers/server.py's start_early)."""
-    from tilebench.workers.server import start_early
+    """The compile server and its workers start as tilebench is imported (see workers/warm.py's start_early)."""
+    from tilebench.workers.warm import start_early
 
     start_early()
 

@@ -109,17 +109,17 @@ def prepare_worker(gpu: bool = False) -> None:
                 multiprocessing.current_process().daemon = False
             from tilebench.compiler.runtime import prepare_environment
             from tilebench.config import settings
-            from tilebench.workers import server
+            from tilebench.workers.warm import start_workers
 
             settings.reload()  # Dask's Nanny sets the worker's env (env=, nanny.environ) after imports ran
             prepare_environment()
             with _without_nanny_malloc_trim():
-                server.start(prebuild=True)
+                start_workers(prebuild=True, prestart=False)  # the server; each task thread has its own pool
             _ready = True
     if gpu:
-        from tilebench.workers.bench import shared_worker
+        from tilebench.workers.warm import start_workers
 
-        shared_worker(0).launch()
+        start_workers([0], prestart=False)  # the server runs: only a benchmark worker that is gone starts
 
 
 @contextlib.contextmanager

@@ -170,14 +170,9 @@ class LocalExecutor:
     def start(self) -> None:
         """Start the compile server and the benchmark workers now, from this (long-lived) thread: they warm
         up while the first batch elaborates and compiles, and a worker dies with the thread that started it."""
-        from tilebench.workers import server
-        from tilebench.workers.bench import shared_worker
-        from tilebench.workers.pool import shared_pool
+        from tilebench.workers.warm import start_workers
 
-        server.start()
-        shared_pool().prestart_in_background()  # the compile workers fork while the first batch elaborates
-        for slot, device in self._slots():
-            shared_worker(device, slot).launch()
+        start_workers(self.devices)  # one benchmark worker per lane: slot n for a device's n-th listing
 
     def close(self) -> None:
         """Nothing to release: the pool and the benchmark workers are shared by the process."""

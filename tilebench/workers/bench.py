@@ -5,7 +5,8 @@ returns a ``BenchResult``) and always returns a ``BenchResult``: a timeout kills
 a dead worker is a "crash" naming its signal, a worker that dies before it is ready leaves the job
 "skipped" (the job is not at fault), and a sticky CUDA error (the job's result says "crash") makes
 the worker exit after answering. The next job starts a fresh worker. Ctrl-C in the caller kills the worker
-and re-raises, so the caller keeps the results it has and stops.
+and re-raises, so the caller keeps the results it has and stops. The process mechanics (its process group,
+the ready handshake, deadlines, kills, death reasons) are supervisor.py's; this module keeps the policy.
 """
 
 from __future__ import annotations
@@ -15,42 +16,38 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
-from multiprocessing.connection import Connection, wait
-from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from multiprocessing.connection import Connection
 
 from tilebench.compiler.request import readable_error
 from tilebench.compiler.runtime import prepare_environment
 from tilebench.measure.job import BenchResult, preload, run_job
-from tilebench.workers.pool import _die_with_parent, script_hint
+from tilebench.workers.supervisor import (
+    START_TIMEOUT,
+    TIMEOUT,
+    Child,
+    Death,
+    Setup,
+    dumps,
+    send_ready,
+    start_failed,
+)
 
-_START_TIMEOUT = 300.0  # importing tilelang and opening a CUDA context; not counted against a job's timeout
-_POLL_S = 0.2  # waits are sliced so Ctrl-C lands promptly whichever thread the signal reaches
-_TIMEOUT, _DIED = object(), object()
-START_FAILED = "bench worker failed to start"  # no job reached it: the config is not at fault
+WORKER = "bench worker"  # what messages call one
+START_FAILED = start_failed(WORKER)  # no job reached it: the config is not at fault
 
 
 def _worker_main(
-    conn: Connection,
-    parent_pid: int,
-    device_index: int,
-    warm: bool,
-    cache_dir: str,
-    open_context: bool = True,
+    conn: Connection, device_index: int, warm: bool, cache_dir: str, open_context: bool = True
 ) -> None:
     """Loop of the worker process: receive a job, send its BenchResult; exit after a "crash" result."""
-    os.setsid()  # own process group: a timeout kills nvcc and other grandchildren too; no terminal Ctrl-C
-    _die_with_parent(parent_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a run stops
     if warm:
         with contextlib.suppress(Exception):  # a broken device shows up in the first job's result instead
             preload(device_index, open_context)
     os.environ["TILELANG_CACHE_DIR"] = cache_dir  # the parent's folder: its compile pool filled it
-    conn.send("ready")
+    send_ready(conn)
     while True:
         try:
             job = conn.recv()
@@ -80,12 +77,6 @@ class OpenContext:
         return BenchResult("skipped", "CUDA context opened")
 
 
-def _exit_reason(exitcode: int | None) -> str:
-    if exitcode is not None and exitcode < 0:
-        return f"bench worker was killed by {signal.Signals(-exitcode).name}"
-    return f"bench worker exited with code {exitcode}"
-
-
 class BenchmarkWorker:
     """One spawn process benchmarking jobs on ``cuda:device_index``; started on the first ``run``.
 
@@ -94,14 +85,13 @@ class BenchmarkWorker:
     """
 
     def __init__(
-        self, device_index: int = 0, warm: bool = True, start_timeout: float = _START_TIMEOUT
+        self, device_index: int = 0, warm: bool = True, start_timeout: float = START_TIMEOUT
     ) -> None:
         self.device_index = device_index
         self.warm = warm
         self.start_timeout = start_timeout
         self._ctx = multiprocessing.get_context("spawn")
-        self._process: Any = None
-        self._conn: Connection | None = None
+        self._child: Child | None = None
         self._cache_dir = ""
         self._lock = threading.Lock()
         self._at_exit = False
@@ -110,17 +100,18 @@ class BenchmarkWorker:
         self._context = False  # its CUDA context is open or being opened
 
     def _running(self) -> bool:
-        process = self._process
-        return process is not None and process.is_alive()
+        child = self._child
+        return child is not None and child.alive()
 
     @property
     def pid(self) -> int | None:
         """The worker's process id while it runs, else None."""
-        return self._process.pid if self._process is not None and self._process.is_alive() else None
+        child = self._child
+        return child.pid if child is not None and child.alive() else None
 
     def run(self, job: Callable[[], BenchResult], timeout: float) -> BenchResult:
         """Run ``job`` in the worker, waiting at most ``timeout`` seconds for its result."""
-        payload = ForkingPickler.dumps(job)  # an unpicklable job raises here, before the worker is touched
+        payload = dumps(job)  # an unpicklable job raises here, before the worker is touched
         label = str(getattr(job, "label", ""))
         with self._lock:
             try:
@@ -147,7 +138,7 @@ class BenchmarkWorker:
         with self._lock:
             # a worker of another cache folder is replaced here, not by the next job's (shorter-lived) thread
             stale = self._cache_dir != os.environ["TILELANG_CACHE_DIR"]
-            if self._process is None or not self._process.is_alive() or stale:
+            if not self._running() or stale:
                 self._kill()
                 self._spawn(open_context)
             elif open_context and self.warm and not self._context:
@@ -175,24 +166,26 @@ class BenchmarkWorker:
         self.close()
 
     def _start(self) -> BenchResult | None:
+        """Start the worker if needed and wait for its "ready"; a "skipped" result when it cannot start."""
         prepare_environment()
-        if self._process is not None and (
-            not self._process.is_alive() or self._cache_dir != os.environ["TILELANG_CACHE_DIR"]
+        if self._child is not None and (
+            not self._child.alive() or self._cache_dir != os.environ["TILELANG_CACHE_DIR"]
         ):
             self._kill()
-        if self._process is not None and not self._starting:
+        if self._child is not None and not self._starting:
             return None
-        if self._process is None:
+        if self._child is None:
             self._spawn()
         self._starting = False
-        reply = self._wait(time.monotonic() + self.start_timeout)
-        if reply == "ready":
-            return None
-        message = f"no start within {self.start_timeout:g} s" if reply is _TIMEOUT else ""
+        child = self._child
+        if child is None:  # closed by another thread meanwhile
+            death = Death.of_exit(WORKER, self._exitcode, starting=True)
+        else:
+            death = child.wait_ready(self.start_timeout)
+            if death is None:
+                return None
         self._kill()
-        return BenchResult(
-            "skipped", f"{START_FAILED}: {message or self._reason + script_hint(self._exitcode)}"
-        )
+        return BenchResult("skipped", str(death))
 
     def _spawn(self, open_context: bool = True) -> None:
         """Start the process; its "ready" is read by the next ``_start``."""
@@ -201,72 +194,42 @@ class BenchmarkWorker:
             self._at_exit = True
         self._cache_dir = os.environ["TILELANG_CACHE_DIR"]
         self._context = open_context and self.warm
-        self._conn, child_conn = self._ctx.Pipe()
-        args = (child_conn, os.getpid(), self.device_index, self.warm, self._cache_dir, open_context)
-        self._process = self._ctx.Process(target=_worker_main, args=args, daemon=True, name="tilebench-bench")
-        self._process.start()
-        child_conn.close()
+        args = (self.device_index, self.warm, self._cache_dir, open_context)
+        setup = Setup(ignore_sigint=True)  # the parent decides when a run stops
+        self._child = Child(self._ctx, _worker_main, args, worker=WORKER, name="tilebench-bench", setup=setup)
         self._starting = True
 
-    def _send(self, payload: Any, label: str, timeout: float) -> BenchResult:
-        conn = self._conn
+    def _send(self, payload: bytes | memoryview, label: str, timeout: float) -> BenchResult:
+        child = self._child
         start = time.monotonic()
         try:
-            if conn is None:  # closed by another thread since this job took the lock
+            if child is None:  # closed by another thread since this job took the lock
                 raise ConnectionError
-            conn.send_bytes(payload)
+            child.send_bytes(payload, timeout)
         except OSError:  # a broken pipe, or a connection close() shut meanwhile
-            reply = _DIED
+            reply = None
         else:
-            reply = self._wait(start + timeout)
+            reply = child.wait()
         seconds = time.monotonic() - start
-        if reply is _TIMEOUT:
+        if reply is TIMEOUT:
             self._kill()
-            message = f"no result within {timeout:g} s; bench worker killed"
+            message = f"{Death.of_timeout(WORKER, timeout).reason}; bench worker killed"
             return BenchResult("timeout", message, seconds=seconds, label=label)
-        if not isinstance(reply, BenchResult):
+        if not isinstance(reply, BenchResult):  # it died (or a pipe was closed under the wait)
             self._kill()
-            return BenchResult("crash", self._reason, seconds=seconds, label=label)
+            return BenchResult(
+                "crash", Death.of_exit(WORKER, self._exitcode).reason, seconds=seconds, label=label
+            )
         if reply.status == "crash":
             self._kill()  # it exits by itself too; the next job gets a fresh CUDA context
         return reply
 
-    def _wait(self, deadline: float) -> object:
-        """The worker's next message, or _TIMEOUT, or _DIED (also when close() ends it from another thread,
-        which it may do while a job waits here: the job then reads as a crash, never as an exception)."""
-        conn, process = self._conn, self._process
-        if conn is None or process is None:
-            return _DIED
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return _TIMEOUT
-            try:
-                ready = wait([conn, process.sentinel], timeout=min(remaining, _POLL_S))
-                if conn in ready or (ready and conn.poll(0)):
-                    return conn.recv()
-            except (EOFError, OSError, ValueError):  # ValueError: the handle was closed under us
-                return _DIED
-            if ready:  # only the sentinel: the process is gone and sent nothing
-                return _DIED
-
-    @property
-    def _reason(self) -> str:
-        return _exit_reason(self._exitcode)
-
     def _kill(self) -> None:
-        process, conn = self._process, self._conn
-        self._process = self._conn = None
+        child, self._child = self._child, None
         self._starting = False
-        if process is not None and process.pid is not None:  # None: Ctrl-C came before it started
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)  # pgid == pid after setsid
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()  # in case it died or was killed before setsid
-            process.join(10)
-            self._exitcode = process.exitcode
-        if conn is not None:
-            conn.close()
+        if child is not None:
+            child.kill()
+            self._exitcode = child.process.exitcode
 
 
 _shared: dict[tuple[int, int], BenchmarkWorker] = {}

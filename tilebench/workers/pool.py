@@ -3,7 +3,8 @@
 Each worker is a process forked from the compile server (``server.py``: tilelang already imported), or
 spawned where there is none, that compiles jobs into tilelang's disk cache. Only plain data comes back
 (status, readable message, seconds). The caller then calls ``tilelang.compile`` with the same PrimFunc
-and kwargs, which is a disk-cache hit (milliseconds).
+and kwargs, which is a disk-cache hit (milliseconds). The process mechanics are supervisor.py's; the pool
+keeps its policy: how many workers, which job goes where, respawning, and a start failure charged to a job.
 
 A PrimFunc travels as ``tvm.ir.save_json`` (``tir_json``): loading gives back the same ``script(show_meta=True)``
 text, which is what tilelang's kernel-cache key hashes, and keeps the attrs that eager ``@tilelang.jit``
@@ -15,16 +16,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import dataclasses
 import os
-import signal
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from typing import TYPE_CHECKING
 
@@ -32,46 +30,39 @@ from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.request import (
     CompileOutcome,
     CompileRequest,
-    Status,
     postproc_callback_here,
 )
 from tilebench.compiler.runtime import prepare_environment
 from tilebench.compiler.targets import TargetSpec, resolve_target
 from tilebench.workers import server
+from tilebench.workers.supervisor import (
+    DIED,
+    READY,
+    Cause,
+    Child,
+    Death,
+    Setup,
+    send_ready,
+    start_failed,
+    wait_any,
+)
 
 if TYPE_CHECKING:
     from tvm.tirx import PrimFunc
 
-_START_TIMEOUT = 300.0  # the server (or a spawned worker) imports tilelang (3-9 s); not counted against a compile's timeout
-START_FAILED = "compile worker failed to start"  # the outcome's message starts so: the pool's fault
+WORKER = "compile worker"  # what messages call one
+START_FAILED = start_failed(WORKER)  # the outcome's message starts so: the pool's fault
 _NICENESS = 5  # added to a compile worker's nice value
+_JOIN_S = 5.0
 
 
 _Pending = deque[tuple[int, CompileRequest]]  # (index in the caller's list, request)
 
 
 def script_hint(exitcode: int | None) -> str:
-    """Why a worker may die before it is ready when the caller is a script: each worker imports it.
-
-    Python's spawn and forkserver start methods run the caller's ``__main__`` file in every new process,
-    so a script that tunes at its top level tunes again inside the worker, which fails there.
-    """
-    script = getattr(sys.modules.get("__main__"), "__file__", None)
-    if exitcode != 1 or script is None:  # not a Python exception, or a notebook / REPL caller
-        return ""
-    return (
-        f"; every worker imports {os.path.basename(script)} (Python's spawn and forkserver do), so if that "
-        'script tunes at its top level, put that code under `if __name__ == "__main__":`'
-    )
-
-
-def _die_with_parent(parent_pid: int | None) -> None:
-    """Die with the parent: the caller (spawned), or the compile server (forked; it dies with the caller)."""
-    if sys.platform.startswith("linux"):
-        # PR_SET_PDEATHSIG fires when the *thread* that started us exits; the pool respawns such workers.
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-    if parent_pid is not None and os.getppid() != parent_pid:  # it died before prctl took effect
-        os._exit(1)
+    """What a start failure's message once added for a script without a main guard, which every worker
+    imported. Workers no longer import the caller's script (supervisor.hidden_main): always ""."""
+    return ""
 
 
 def _compile_here(requests: Iterable[CompileRequest]) -> Iterator[CompileOutcome]:
@@ -85,20 +76,17 @@ def _compile_here(requests: Iterable[CompileRequest]) -> Iterator[CompileOutcome
         yield CompileOutcome(status, message, seconds, index, request.label, headers.take_last_use())
 
 
-def _worker_main(conn: Connection, parent_pid: int | None, cache_dir: str) -> None:
+def _worker_main(conn: Connection, cache_dir: str) -> None:
     """Loop of a worker process: receive a CompileRequest, send (status, message, seconds, header use).
 
     Only strings and a float go back: no exception object, so no traceback (or what it pins) is pickled.
     """
-    os.setsid()  # own process group, so a timeout can kill nvcc and other grandchildren with it
-    _die_with_parent(parent_pid)
-    os.nice(_NICENESS)  # nvcc inherits it: when cores are short, the notebook and the benchmark come first
     from tilebench.compiler import headers
     from tilebench.compiler.runtime import tilelang
 
     tilelang()
     os.environ["TILELANG_CACHE_DIR"] = cache_dir  # the pool's folder, whatever settings say in this process
-    conn.send("ready")
+    send_ready(conn)
     while True:
         try:
             request = conn.recv()
@@ -109,42 +97,18 @@ def _worker_main(conn: Connection, parent_pid: int | None, cache_dir: str) -> No
         conn.send((status, message, time.perf_counter() - start, headers.take_last_use()))
 
 
-def _exit_reason(exitcode: int | None) -> str:
-    if exitcode is not None and exitcode < 0:
-        return f"compile worker was killed by {signal.Signals(-exitcode).name}"
-    return f"compile worker exited with code {exitcode}"
-
-
-class _Worker:
-    """One worker process, its pipe, and the job it runs (if any)."""
+class _Worker(Child):
+    """One compile worker process (its niceness yields cores to the notebook and the benchmark; nvcc
+    inherits it) and the job it runs, if any."""
 
     def __init__(self, ctx: BaseContext, cache_dir: str) -> None:
-        self.conn, child_conn = ctx.Pipe()
-        forked = ctx.get_start_method() == "forkserver"
-        if forked:
+        if ctx.get_start_method() == "forkserver":
             server.start()  # a server that stopped is started the way start() does it
-        args = (child_conn, None if forked else os.getpid(), cache_dir)
-        self.process = ctx.Process(target=_worker_main, args=args, daemon=True, name="tilebench-compile")
-        self.process.start()
-        child_conn.close()
-        self.ready = False
+        setup = Setup(niceness=_NICENESS)
+        super().__init__(
+            ctx, _worker_main, (cache_dir,), worker=WORKER, name="tilebench-compile", setup=setup
+        )
         self.job: tuple[int, str] | None = None  # (index, label)
-        self.started = time.monotonic()
-        self.deadline = self.started + _START_TIMEOUT
-
-    def send(self, index: int, request: CompileRequest, timeout: float) -> None:
-        self.conn.send(request)
-        self.job = (index, request.label)
-        self.started = time.monotonic()
-        self.deadline = self.started + timeout
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)  # pgid == pid after setsid
-        with contextlib.suppress(ProcessLookupError):
-            self.process.kill()  # in case it died or was killed before setsid
-        self.process.join(5)
-        self.conn.close()
 
 
 class CompilePool:
@@ -163,7 +127,7 @@ class CompilePool:
     @property
     def pids(self) -> list[int]:
         """Process ids of the worker processes now running."""
-        return [w.process.pid for w in self._workers if w.process.is_alive()]
+        return [w.pid for w in self._workers if w.alive()]
 
     def submit_many(
         self, requests: Iterable[CompileRequest], timeout: float | None = None
@@ -237,7 +201,7 @@ class CompilePool:
         for place, worker in enumerate(idle):
             if not pending:
                 break
-            if not worker.process.is_alive():  # died while idle
+            if not worker.alive():  # died while idle
                 self._retire(worker)
                 continue
             index, request = pending.popleft()
@@ -245,7 +209,8 @@ class CompilePool:
             more = request.more_coming or len(pending) > free - place - 1  # or the caller knows more come
             request = dataclasses.replace(request, more_coming=more)
             try:
-                worker.send(index, request, limit)
+                worker.send(request, limit)
+                worker.job = (index, request.label)
             except (BrokenPipeError, ConnectionError):
                 pending.appendleft((index, request))
                 self._retire(worker)
@@ -254,43 +219,44 @@ class CompilePool:
         active = [w for w in self._workers if w.job or not w.ready]
         if not active:
             return
-        wait_s = max(0.0, min(w.deadline for w in active) - time.monotonic())
-        ready = set(wait([h for w in active for h in (w.conn, w.process.sentinel)], timeout=wait_s))
+        ready = wait_any(active, min(w.deadline for w in active))
         now = time.monotonic()
         for worker in active:
-            if worker.conn in ready or worker.process.sentinel in ready:
-                try:
-                    reply = worker.conn.recv()
-                except (EOFError, OSError):
-                    reply = None
-                if reply == "ready":
-                    worker.ready = True
-                elif reply is not None and worker.job:
+            if worker in ready:
+                reply = worker.receive()
+                if reply == READY:
+                    continue
+                if reply is not DIED and worker.job:
                     (index, label), worker.job = worker.job, None
                     status, message, seconds, header_use = reply
                     yield CompileOutcome(status, message, seconds, index, label, header_use)
                 else:
-                    yield from self._fail(worker, pending, "crash")
+                    yield from self._fail(worker, pending)
             elif now >= worker.deadline:
-                took = f"{worker.deadline - worker.started:g} s"
-                message = f"compile took longer than {took}" if worker.job else f"no start within {took}"
-                yield from self._fail(worker, pending, "timeout", f"{message}; worker killed")
+                limit = worker.deadline - worker.started
+                yield from self._fail(
+                    worker, pending, Death.of_timeout(WORKER, limit, starting=not worker.job)
+                )
 
     def _fail(
-        self, worker: _Worker, pending: _Pending, status: Status, message: str = ""
+        self, worker: _Worker, pending: _Pending, death: Death | None = None
     ) -> Iterator[CompileOutcome]:
+        """The outcome of the job a dead (or, with a timeout `death`, hung) worker took with it; of a
+        waiting job when it died before it was ready, so that a broken setup cannot loop forever."""
         self._retire(worker)
-        message = message or _exit_reason(worker.process.exitcode)  # known once retire has joined it
+        death = death or worker.death(starting=not worker.job)  # known once retire has reaped it
+        killed = "; worker killed" if death.cause is Cause.TIMEOUT else ""
         if worker.job:
             index, label = worker.job
-            yield CompileOutcome(status, message, time.monotonic() - worker.started, index, label)
-        elif pending:  # it never became ready: charge one waiting job, so a broken setup cannot loop forever
+            status = "timeout" if death.cause is Cause.TIMEOUT else "crash"
+            message = f"compile took longer than {death.limit_s:g} s" if killed else death.reason
+            yield CompileOutcome(status, message + killed, time.monotonic() - worker.started, index, label)
+        elif pending:
             index, request = pending.popleft()
-            message += script_hint(worker.process.exitcode)
-            yield CompileOutcome("crash", f"{START_FAILED}: {message}", 0.0, index, request.label)
+            yield CompileOutcome("crash", f"{death}{killed}", 0.0, index, request.label)
 
     def _retire(self, worker: _Worker) -> None:
-        worker.kill()
+        worker.kill(_JOIN_S)
         self._workers.remove(worker)
 
 

@@ -13,9 +13,10 @@ import contextlib
 import ctypes
 import multiprocessing
 import os
-import sys
 from collections.abc import Iterator
 from multiprocessing.context import BaseContext
+
+from tilebench.workers.supervisor import hidden_main
 
 PRELOAD = "tilebench.workers.server_preload"
 PREBUILD_ENV = "TILEBENCH_SERVER_PREBUILD"  # "1": this server starts with headers.prebuild()
@@ -49,7 +50,7 @@ def start(prebuild: bool = False) -> None:
         saved = os.environ.get(PREBUILD_ENV)
         os.environ[PREBUILD_ENV] = "1" if prebuild else "0"  # read by the server as it starts
         try:
-            with fixed_addresses():
+            with fixed_addresses(), hidden_main():  # the server never runs the caller's script
                 forkserver.ensure_running()
         finally:
             if saved is None:
@@ -78,28 +79,10 @@ def fixed_addresses() -> Iterator[None]:
 
 
 def start_early() -> None:
-    """At `import tilebench` in a program's main process: start the server, its compile workers and, on a
-    GPU machine, the benchmark worker of GPU 0 (tilelang imported, no CUDA context yet), so that they import tilelang
-    beside the program (which is importing torch and tilelang itself) instead of after its first tune.
-    Not in a process of tilebench's own, a multiprocessing child, a Jupyter server (which imports
-    tilebench for the lab extension's handlers, never to compile), or with TILEBENCH_START_SERVER=0."""
-    if os.environ.get(START_ENV, "1") == "0" or PREBUILD_ENV in os.environ:  # the server and its children
-        return
-    if multiprocessing.parent_process() is not None or "jupyter_server.serverapp" in sys.modules:
-        return
-    try:
-        start(prebuild=True)
-        from tilebench.workers.pool import shared_pool
+    """At `import tilebench`: start the server and the workers early (see warm.start_early)."""
+    from tilebench.workers.warm import start_early as start_workers_early
 
-        shared_pool().prestart_in_background()
-        from tilebench.workers.warm import gpu_present
-
-        if gpu_present():
-            from tilebench.workers.bench import shared_worker
-
-            shared_worker(0).launch(open_context=False)  # the GPU's memory is taken by the first tune
-    except Exception:  # noqa: BLE001 - the first compile or tune starts them again, and says what is wrong
-        return
+    start_workers_early()
 
 
 def wait_ready() -> None:
@@ -107,7 +90,8 @@ def wait_ready() -> None:
     if forks_workers():
         start()
         child = context().Process(target=_nothing, name="tilebench-compile-probe")
-        child.start()
+        with hidden_main():
+            child.start()
         child.join()
 
 
