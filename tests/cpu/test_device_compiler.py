@@ -11,7 +11,7 @@ import tilelang.language as T
 from tvm.target import Target
 
 import tilebench as tb
-from tilebench.compiler import export, headers, nvrtc
+from tilebench.compiler import export, headers, include_sets, nvrtc
 from tilebench.compiler.runtime import tilelang
 
 SM90 = Target({"kind": "cuda", "arch": "sm_90a"})
@@ -268,7 +268,7 @@ def test_with_nothing_compiled_yet_the_server_prebuilds_a_tensor_core_gemms_head
     from kernels import SM90A, gemm
 
     with tb.settings.scope(TILELANG_DEFAULT_TARGET=json.dumps(SM90A)):
-        head, options = headers._gemm_include_set()
+        head, options = include_sets.gemm_include_set()
     kernel = tilelang().compile(gemm(1024, 1024, 1024, 128, 128, 64, 3, 128), target=SM90A)
     assert head == nvrtc.source_head(nvrtc.nvrtc_source(kernel.get_kernel_source()))
     assert options == nvrtc.nvrtc_options("90a", {})
@@ -289,7 +289,7 @@ def test_the_server_names_a_hopper_kernels_include_set_before_it_imports_tilelan
     done = subprocess.run([sys.executable, "-c", guess], capture_output=True, text=True, env=dict(os.environ))
     assert done.returncode == 0, done.stderr[-2000:]
     with tb.settings.scope(TILELANG_DEFAULT_TARGET=json.dumps(SM90A)):
-        assert json.loads(done.stdout) == list(headers._gemm_include_set())  # what tilelang gives it
+        assert json.loads(done.stdout) == list(include_sets.gemm_include_set())  # what tilelang gives it
     # with a kernel compiled, the guess is its include set, whatever the GPU
     headers.remember("#include <cuda_fp16.h>\nint x;", ["-w"])
     assert headers.guessed_include_set() == ("#include <cuda_fp16.h>", ["-w"])

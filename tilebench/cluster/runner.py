@@ -141,42 +141,62 @@ class ClusterExecutor:
         pending: dict[Any, Any],
         sink: Sink,
     ) -> None:
-        from distributed.scheduler import KilledWorker
-
+        """Keep the record of a finished task, or submit the benchmark of a kernel just compiled."""
         if future.status == "cancelled":
             raise ClusterLost(
                 f"the cluster dropped the {kind} task of {candidate.config} (its scheduler is gone)"
             )
         if future.status == "error":
-            error = future.exception()
-            if not isinstance(error, KilledWorker):
-                raise ClusterError(f"a {kind} task failed on the cluster: {type(error).__name__}: {error}")
-            worker = error.last_worker.address
-            message = (
-                f"the Dask worker {worker} died while it ran this config's {kind} "
-                f"({error.allowed_failures + 1} workers tried)"
-            )
-            seconds = compiled.seconds if compiled else None
-            sink.keep(
-                candidate,
-                Record(dict(candidate.config), "crash", message, compile_s=seconds, extra={"worker": worker}),
-            )
-            return
-        if kind == "bench":
-            outcome: BenchOutcome = future.result()
+            self._keep_crash(future.exception(), kind, candidate, compiled, sink)
+        elif kind == "bench":
             assert compiled is not None
-            record = record_of(
-                candidate.config,
-                outcome.measurement,
-                compiled.seconds,
-                gpu=outcome.gpu,
-                device=outcome.device,
-                worker=outcome.worker,
-                compiled_on=compiled.worker,
-                cache_key=compiled.entry.relpath.rsplit("/", 1)[-1] if compiled.entry else None,
-            )
-            sink.keep(candidate, record)
-            return
+            self._keep_measurement(future.result(), candidate, compiled, sink)
+        else:
+            self._after_compile(future, candidate, pending, sink)
+
+    def _keep_crash(
+        self,
+        error: BaseException,
+        kind: str,
+        candidate: Candidate,
+        compiled: CompileResult | None,
+        sink: Sink,
+    ) -> None:
+        """A task failed: the config is recorded "crash" when its workers died; any other error ends the run."""
+        from distributed.scheduler import KilledWorker
+
+        if not isinstance(error, KilledWorker):
+            raise ClusterError(f"a {kind} task failed on the cluster: {type(error).__name__}: {error}")
+        worker = error.last_worker.address
+        message = (
+            f"the Dask worker {worker} died while it ran this config's {kind} "
+            f"({error.allowed_failures + 1} workers tried)"
+        )
+        seconds = compiled.seconds if compiled else None
+        sink.keep(
+            candidate,
+            Record(dict(candidate.config), "crash", message, compile_s=seconds, extra={"worker": worker}),
+        )
+
+    def _keep_measurement(
+        self, outcome: BenchOutcome, candidate: Candidate, compiled: CompileResult, sink: Sink
+    ) -> None:
+        """A benchmark task is done: the record of its measurement."""
+        record = record_of(
+            candidate.config,
+            outcome.measurement,
+            compiled.seconds,
+            gpu=outcome.gpu,
+            device=outcome.device,
+            worker=outcome.worker,
+            compiled_on=compiled.worker,
+            cache_key=compiled.entry.relpath.rsplit("/", 1)[-1] if compiled.entry else None,
+        )
+        sink.keep(candidate, record)
+
+    def _after_compile(self, future: Any, candidate: Candidate, pending: dict[Any, Any], sink: Sink) -> None:
+        """A compile task is done: keep its failure, or install its kernel here and submit its benchmark
+        (a compile-only run keeps it "skipped")."""
         result: CompileResult = future.result()
         where = {"compiled_on": result.worker}
         if result.status != "ok":

@@ -11,6 +11,7 @@ instead of 1.5-2 s. A compile finds one in three ways:
   Linux's ADDR_NO_RANDOMIZE for its process tree alone) and places NVRTC's PCH heap first thing
   (pin_heap), so a server loads the PCH an earlier one kept in folder()/kept in 0.2 s, and the first
   compiles of a new notebook are as fast as a warm one's.
+Before anything is compiled, the compile server guesses the include set to make a PCH of (include_sets).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import functools
 import json
 import os
 import shutil
@@ -28,14 +28,12 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from tilebench.compiler.include_sets import gemm_include_set, hopper_include_set, tilelang_version
 from tilebench.compiler.nvrtc import (
     NvrtcError,
     PchUse,
-    base_options,
     compile_cubin,
     header_key,
-    nvrtc_options,
-    nvrtc_source,
     source_head,
     usable,
     version,
@@ -208,19 +206,8 @@ class HeaderCache:
 
 def _kept_path(head: str, options: list[str]) -> Path:
     """Where the kept PCH of an include set lives: the key covers NVRTC's and tilelang's versions too."""
-    key = header_key(head, [*options, f"nvrtc-{version()}", f"tilelang-{_tilelang_version()}"])
+    key = header_key(head, [*options, f"nvrtc-{version()}", f"tilelang-{tilelang_version()}"])
     return HeaderCache.folder() / KEPT_DIR / f"{key}.pch"
-
-
-@functools.cache
-def _tilelang_version() -> str:
-    """tilelang's version, read from its package metadata: no import (speculate runs while it imports)."""
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("tilelang")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _prune(folder: Path) -> None:
@@ -331,7 +318,7 @@ def prebuild(make: bool = True, guess: Guess | None = None) -> bool:
             return False
         head, options = _recent()
         if head is None and make:
-            head, options = _gemm_include_set()
+            head, options = gemm_include_set()
     finally:
         if guess is not None:
             guess.settle(head, options)
@@ -395,125 +382,10 @@ def speculate(make: bool) -> Guess | None:
     return Guess(head, options, pid)
 
 
-# The head tilelang 0.1.15's CUDA codegen gives a Hopper tensor-core kernel (wgmma, TMA, mbarriers), as
-# NVRTC compiles it: what _gemm_include_set reads once tilelang is imported (a test compares the two).
-HOPPER_HEAD_TILELANG = "0.1.15"
-HOPPER_HEAD = """#include <tl_templates/cuda/nvrtc_std.h>
-#if defined(_MSC_VER) && !defined(__clang__) && _MSC_VER < 1940
-#define _tl_orig_alignas alignas
-#define alignas(N) _tl_orig_alignas((N) <= 64 ? (N) : 64)
-#include <cuda.h>
-#undef alignas
-#define alignas _tl_orig_alignas
-#endif
-#include <tl_templates/cuda/instruction/wgmma.h>
-#include <tl_templates/cuda/intrin.h>
-#include <tl_templates/cuda/barrier.h>
-#include <tl_templates/cuda/copy_sm90.h>
-#include <tl_templates/cuda/reduce.h>
-#include <tl_templates/cuda/scan.h>
-#include <tl_templates/cuda/ldsm.h>
-#include <tl_templates/cuda/threadblock_swizzle.h>
-#include <tl_templates/cuda/debug.h>
-#ifdef ENABLE_BF16
-#include <tl_templates/cuda/cuda_bf16_fallbacks.cuh>
-#endif"""
-
-
 def guessed_include_set() -> tuple[str | None, list[str]]:
     """The include set the compile server will want, named without importing tilelang: the one compiled
-    last with this cache (RECENT_FILE), else, for an sm_90a GPU and the tilelang HOPPER_HEAD was read from,
-    HOPPER_HEAD with the options of tilelang's folders (its package's, CUDA_HOME's)."""
+    last with this cache (RECENT_FILE), else tilelang's Hopper head for an sm_90a GPU (include_sets)."""
     head, options = _recent()
     if head is not None:
         return head, options
-    same_tilelang = _tilelang_version() == HOPPER_HEAD_TILELANG
-    includes = _tilelang_includes() if same_tilelang and _arch() == "sm_90a" else None
-    if includes is None:
-        return None, []
-    return HOPPER_HEAD, base_options("90a", includes)
-
-
-def _tilelang_includes() -> list[str] | None:
-    """The include folders tilelang.env names, found as it finds them but without importing tilelang (its
-    package folder; CUDA's through tilelang's own include_paths module, loaded alone)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("tilelang")  # finds, does not import, a top-level package
-    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if spec is None or spec.origin is None or not cuda_home:
-        return None
-    root = os.path.dirname(os.path.abspath(spec.origin))
-    finder = importlib.util.spec_from_file_location(
-        "tilebench_tilelang_include_paths", os.path.join(root, "jit", "adapter", "nvrtc", "include_paths.py")
-    )
-    if finder is None or finder.loader is None:
-        return None
-    module = importlib.util.module_from_spec(finder)
-    try:
-        finder.loader.exec_module(module)
-        cuda = module.discover_cuda_include_paths(cuda_home)
-    except Exception:  # another tilelang's layout: no guess
-        return None
-    third_party = os.path.join(root, "3rdparty")
-    return [
-        os.environ.get("TL_TEMPLATE_PATH") or os.path.join(third_party, "..", "src"),
-        os.environ.get("TL_CUTLASS_PATH") or os.path.join(third_party, "cutlass", "include"),
-        *cuda,
-    ]
-
-
-def _arch() -> str:
-    """The arch to compile for: the settings' target's, else the GPU's here, else the settings' default."""
-    from tilebench.config import settings
-
-    arch = settings.target.get("arch") if isinstance(settings.target, dict) else None
-    return arch or _gpu_arch() or settings.default_arch
-
-
-@functools.cache
-def _gpu_arch() -> str | None:
-    """The first GPU's arch ("sm_90a"), read with nvidia-smi: the server opens no CUDA context."""
-    import subprocess
-
-    try:
-        query = ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]
-        answer = subprocess.run(query, capture_output=True, text=True, timeout=10).stdout
-        major, minor = answer.split()[0].split(".")
-        return f"sm_{major}{minor}{'a' if int(major) >= 9 else ''}"
-    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-        return None
-
-
-def _gemm_include_set() -> tuple[str | None, list[str]]:
-    """The head and NVRTC options of a small fp16 GEMM compiled for the GPU here (_arch)."""
-    import tilelang
-    import tilelang.language as T
-    import tvm
-    from tvm.target import Target
-
-    arch = _arch()
-
-    @T.prim_func
-    def gemm(
-        A: T.Tensor((128, 64), "float16"),
-        B: T.Tensor((64, 128), "float16"),
-        C: T.Tensor((128, 128), "float16"),
-    ):
-        with T.Kernel(1, threads=128):
-            A_s, B_s = T.alloc_shared((128, 64), "float16"), T.alloc_shared((64, 128), "float16")
-            C_l = T.alloc_fragment((128, 128), "float32")
-            T.clear(C_l)
-            for _ in T.Pipelined(1, num_stages=1):
-                T.copy(A, A_s)
-                T.copy(B, B_s)
-                T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C)
-
-    target = Target({"kind": "cuda", "arch": arch})
-    try:
-        with tvm.transform.PassContext(opt_level=3), target:
-            code = tilelang.lower(gemm, target=target, enable_device_compile=False).kernel_source
-    except Exception:  # an arch this tilelang cannot lower a GEMM for: nothing to prebuild
-        return None, []
-    return source_head(nvrtc_source(code)), nvrtc_options(arch.removeprefix("sm_"), {})
+    return hopper_include_set()

@@ -142,25 +142,39 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
         return result
 
     filename = shell.compile.cache(cell, shell.execution_count)
-    stopped: BaseException | None = None
+    result, stopped = _compile_cell(options, overrides, tree, cell, filename, namespace, saved, display)
+    _launch_chosen(options, result, namespace)
+    # a program's own output is not replayed from memory, nor a tune that was stopped or failed: running
+    # the cell again resumes it
+    finished = result.tune is None or result.tune.status == "done"
+    if not result.programs and stopped is None and finished:
+        MEMORY.put(key, ({name: namespace[name] for name in names if name in namespace}, result))
+    return result
+
+
+def _compile_cell(
+    options: Any,
+    overrides: dict[str, Any],
+    tree: ast.Module,
+    cell: str,
+    filename: str,
+    namespace: dict[str, Any],
+    saved: dict[str, Any],
+    display: Callable[[Any], Any],
+) -> tuple[CellResult, BaseException | None]:
+    """Run the cell's code, wrap its kernels and compile the chosen one; also the error that stopped a
+    compile-only program, if one did. `saved` holds the names the cell binds, in order, with their values
+    before it ran: a failure puts those back."""
     try:
         with (
             tilelang_as_tilebench(namespace, cell_options(overrides), _own_line_directives(overrides)),
             program_argv(filename),
             observe.watching(filename, LINE_OFFSET) as watch,
         ):
-            try:
-                exec(compile(tree, filename, "exec", dont_inherit=True), namespace)
-            except SystemExit as exc:  # sys.exit(0) ends the program, as in a script; another status fails
-                if exc.code not in (None, 0):
-                    raise exit_error(exc) from None
-            except Exception as exc:
-                if not needs_device(exc):
-                    raise
-                stopped = exc  # compile-only: the program ran up to its first use of a GPU
-        kernels = cell_kernels(namespace, names, cell_options(overrides), options.kernel)
+            stopped = _run_program(tree, filename, namespace)
+        kernels = cell_kernels(namespace, list(saved), cell_options(overrides), options.kernel)
         namespace.update(kernels)
-        result = _compile_chosen(options, kernels, namespace, cell, watch, stopped, filename)
+        return _compile_chosen(options, kernels, namespace, cell, watch, stopped, filename), stopped
     except (UsageError, KeyboardInterrupt):
         _restore(namespace, saved)
         raise
@@ -173,20 +187,35 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
     except BaseException:
         _restore(namespace, saved)
         raise
-    if result.kernel is not None and not options.no_run and result.run is None:
-        problems = result.limit_problems()
-        if problems:
-            from tilebench.measure.result import Measurement
 
-            result.run = Measurement("skipped", "not launched: " + "; ".join(problems))
-        else:
-            result.run = _run(options, result, namespace)
-    # a program's own output is not replayed from memory, nor a tune that was stopped or failed: running
-    # the cell again resumes it
-    finished = result.tune is None or result.tune.status == "done"
-    if not result.programs and stopped is None and finished:
-        MEMORY.put(key, ({name: namespace[name] for name in names if name in namespace}, result))
-    return result
+
+def _run_program(tree: ast.Module, filename: str, namespace: dict[str, Any]) -> BaseException | None:
+    """Execute the cell's code; without a GPU, the error of its first use of one (the program ran up to
+    there: compile-only), else None."""
+    try:
+        exec(compile(tree, filename, "exec", dont_inherit=True), namespace)
+    except SystemExit as exc:  # sys.exit(0) ends the program, as in a script; another status fails
+        if exc.code not in (None, 0):
+            raise exit_error(exc) from None
+    except Exception as exc:
+        if not needs_device(exc):
+            raise
+        return exc
+    return None
+
+
+def _launch_chosen(options: Any, result: CellResult, namespace: dict[str, Any]) -> None:
+    """Run the chosen kernel once compiled, unless `--no-run`, or it already ran, or it is over the
+    device's limits (then its run is "skipped", not launched)."""
+    if result.kernel is None or options.no_run or result.run is not None:
+        return
+    problems = result.limit_problems()
+    if problems:
+        from tilebench.measure.result import Measurement
+
+        result.run = Measurement("skipped", "not launched: " + "; ".join(problems))
+    else:
+        result.run = _run(options, result, namespace)
 
 
 @contextlib.contextmanager

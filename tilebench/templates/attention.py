@@ -113,17 +113,7 @@ def overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, row0, by, bz, steps, partial
     tx = T.get_thread_binding()
     if tx < PRODUCER_THREADS:
         T.dec_max_nreg(24)
-        T.tma_copy(Q[bz, row0 : row0 + block_M, by, :], Q_s, barrier=q_full[0])
-        T.barrier_arrive(q_full[0])
-        for k in T.serial(steps):
-            stage = k % stages
-            free = ((k // stages) & 1) ^ 1
-            T.barrier_wait(k_empty[stage], free)
-            T.tma_copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_s[stage, :, :], barrier=k_full[stage])
-            T.barrier_arrive(k_full[stage])
-            T.barrier_wait(v_empty[stage], free)
-            T.tma_copy(V[bz, k * block_N : (k + 1) * block_N, by, :], V_s[stage, :, :], barrier=v_full[stage])
-            T.barrier_arrive(v_full[stage])
+        load_rows(Q, K, V, Q_s, K_s, V_s, q_full, k_full, v_full, k_empty, v_empty, row0, by, bz, steps)
     else:
         T.inc_max_nreg(240 if consumers <= 256 else 160)
         policy = T.GemmWarpPolicy.FullRow
@@ -161,19 +151,45 @@ def overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, row0, by, bz, steps, partial
             for i, j in T.Parallel(block_M, dim):
                 acc[i, j] *= rescale[i]
             T.copy(S, P)
-        last = (steps - 1) % stages
-        T.barrier_wait(v_full[last], ((steps - 1) // stages) & 1)
-        T.wgmma_gemm(P, V_s[last, :, :], acc, policy=policy)
-        T.wait_wgmma(0)
-        for i, j in T.Parallel(block_M, dim):
-            acc[i, j] /= denom[i]
-        if O_s is None:
-            T.copy(acc, O[bz, row0 : row0 + block_M, by, :])
-        else:
-            T.copy(acc, O_s)
-            T.fence_proxy_async()  # O_s's writes visible to the TMA store
-            T.sync_threads(barrier_id=1, arrive_count=consumers)
-            T.copy(O_s, O[bz, row0 : row0 + block_M, by, :])
+        finish_rows(O, O_s, P, V_s, acc, denom, v_full, row0, by, bz, steps, consumers)
+
+
+@T.macro
+def load_rows(Q, K, V, Q_s, K_s, V_s, q_full, k_full, v_full, k_empty, v_empty, row0, by, bz, steps):
+    """Producer: the block's Q tile, then each key tile's K and V into a stage once its last GEMM is done."""
+    stages, block_N, dim = K_s.shape
+    block_M = Q_s.shape[0]
+    T.tma_copy(Q[bz, row0 : row0 + block_M, by, :], Q_s, barrier=q_full[0])
+    T.barrier_arrive(q_full[0])
+    for k in T.serial(steps):
+        stage = k % stages
+        free = ((k // stages) & 1) ^ 1
+        T.barrier_wait(k_empty[stage], free)
+        T.tma_copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_s[stage, :, :], barrier=k_full[stage])
+        T.barrier_arrive(k_full[stage])
+        T.barrier_wait(v_empty[stage], free)
+        T.tma_copy(V[bz, k * block_N : (k + 1) * block_N, by, :], V_s[stage, :, :], barrier=v_full[stage])
+        T.barrier_arrive(v_full[stage])
+
+
+@T.macro
+def finish_rows(O, O_s, P, V_s, acc, denom, v_full, row0, by, bz, steps, consumers):
+    """Consumers: P V of the last key tile, then the output rows divided by their sums and stored."""
+    stages = V_s.shape[0]
+    block_M, dim = acc.shape
+    last = (steps - 1) % stages
+    T.barrier_wait(v_full[last], ((steps - 1) // stages) & 1)
+    T.wgmma_gemm(P, V_s[last, :, :], acc, policy=T.GemmWarpPolicy.FullRow)
+    T.wait_wgmma(0)
+    for i, j in T.Parallel(block_M, dim):
+        acc[i, j] /= denom[i]
+    if O_s is None:
+        T.copy(acc, O[bz, row0 : row0 + block_M, by, :])
+    else:
+        T.copy(acc, O_s)
+        T.fence_proxy_async()  # O_s's writes visible to the TMA store
+        T.sync_threads(barrier_id=1, arrive_count=consumers)
+        T.copy(O_s, O[bz, row0 : row0 + block_M, by, :])
 
 
 @T.macro

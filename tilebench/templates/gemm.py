@@ -159,6 +159,87 @@ def pipelined_tile(A, B, C, A_s, B_s, C_l, C_s, bx, by, num_stages, warp_policy)
         T.copy(C_s, C[by * block_M, bx * block_N])
 
 
+def stage_buffers(block_M: int, block_N: int, block_K: int, num_stages: int, threads: int, epilogue: str,
+                  cluster_size: int) -> tuple:  # fmt: skip
+    """The warp-specialized pipeline's buffers: the operand stages, the accumulator, the output's two store
+    buffers (None for the direct epilogue), and the stages' full and empty barriers."""
+    A_s = T.alloc_shared((num_stages, block_M, block_K), T.float16)
+    B_s = T.alloc_shared((num_stages, block_K, block_N), T.float16)
+    C_l = T.alloc_fragment((block_M, block_N), T.float32)
+    C_s = None
+    if epilogue != "direct":  # two buffers that share the room for the staged columns
+        room = store_columns(block_M, block_N, block_K, num_stages)
+        C_s = T.alloc_shared((2, block_M, room // 2), T.float16)
+    full = T.alloc_barrier([PRODUCER_THREADS] * num_stages)  # a stage's operands have landed
+    if cluster_size == 1:  # the consumers' MMAs are done with a stage
+        empty = T.alloc_barrier([threads // 128] * num_stages)
+    else:  # ... in every block of the cluster
+        empty = T.alloc_cluster_barrier([cluster_size * threads // 128] * num_stages)
+    return A_s, B_s, C_l, C_s, full, empty
+
+
+@T.macro
+def scheduled_tiles(A, B, C, A_s, B_s, C_l, C_s, full, empty, blocks, rows, n_tiles, k_steps, workers, swizzle,
+                    threads, cluster_size, deferred):  # fmt: skip
+    """Warp-specialized blocks that take cluster tiles from a scheduler (persistent blocks, or clusters):
+    the producer loads the next tile's operands while the consumers multiply this one and store it."""
+    block_M, block_N = C_l.shape
+    worker, rank = blocks // cluster_size, blocks % cluster_size
+    # cluster tiles taken in panels of `swizzle` rows, for L2 reuse
+    order = T.PersistentTileScheduler(
+        rows, n_tiles, num_workers=workers, swizzle_size=max(swizzle, 1), column_major=False, stateful=False,
+    )  # fmt: skip
+    waves = T.ceildiv(rows * n_tiles, workers)
+    tx = T.get_thread_binding()
+    if tx < PRODUCER_THREADS:
+        T.dec_max_nreg(40)
+        for wave in T.serial(waves):
+            row, bx = order.coord(wave * workers + worker)
+            if row < rows and bx < n_tiles:
+                load_tile(A, B, A_s, B_s, full, empty, row * cluster_size + rank, bx, k_steps, wave * k_steps,
+                          cluster_size)  # fmt: skip
+    else:
+        T.inc_max_nreg(232)
+        C_h = last = None
+        if deferred:
+            C_h = T.alloc_fragment((block_M, block_N), T.float16)
+            last = T.alloc_local((2,), T.int32)
+            last[0] = -1
+        for wave in T.serial(waves):
+            row, bx = order.coord(wave * workers + worker)
+            if row < rows and bx < n_tiles:
+                multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, row * cluster_size + rank, bx, k_steps,
+                              wave * k_steps, threads, cluster_size, C_h, last)  # fmt: skip
+        if deferred:
+            store_last(C, C_h, C_s, last, threads)
+
+
+@T.macro
+def own_tile(A, B, C, A_s, B_s, C_l, C_s, full, empty, blocks, k_steps, swizzle, threads):
+    """Warp-specialized blocks of one output tile each: the tile at the block's place in the grid."""
+    bx, by = blocks
+    if swizzle:
+        T.use_swizzle(panel_size=swizzle)
+    tx = T.get_thread_binding()
+    if tx < PRODUCER_THREADS:
+        T.dec_max_nreg(40)
+        load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, 0, 1)
+    else:
+        T.inc_max_nreg(232)
+        multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, 0, threads, 1, None, None)
+
+
+def check_structure(warp_specialized: bool, epilogue: str, persistent: int, cluster_size: int) -> None:
+    """ValueError for a structure gemm cannot build."""
+    if cluster_size < 1 or (cluster_size > 1 and not warp_specialized) or persistent % cluster_size:
+        raise ValueError(
+            f"cluster_size={cluster_size}: a cluster takes a positive number of blocks, needs warp_specialized=True "
+            f"and must divide persistent={persistent}"
+        )
+    if epilogue not in ("shared", "deferred", "direct"):
+        raise ValueError(f"epilogue={epilogue!r}: one of 'shared', 'deferred', 'direct'")
+
+
 @tilelang.jit
 def gemm(
     A,
@@ -176,13 +257,7 @@ def gemm(
     cluster_size: int = 1,
 ):
     """C = A @ B in fp16 with an fp32 accumulator."""
-    if cluster_size < 1 or (cluster_size > 1 and not warp_specialized) or persistent % cluster_size:
-        raise ValueError(
-            f"cluster_size={cluster_size}: a cluster takes a positive number of blocks, needs warp_specialized=True "
-            f"and must divide persistent={persistent}"
-        )
-    if epilogue not in ("shared", "deferred", "direct"):
-        raise ValueError(f"epilogue={epilogue!r}: one of 'shared', 'deferred', 'direct'")
+    check_structure(warp_specialized, epilogue, persistent, cluster_size)
     deferred = epilogue == "deferred" and warp_specialized and persistent > 0 and cluster_size == 1
     M, N, K = T.const("M, N, K")
     A: T.Tensor[[M, K], T.float16]
@@ -212,58 +287,13 @@ def gemm(
     workers = (persistent // cluster_size if persistent else rows * n_tiles) if scheduled else 0
     grid = (workers * cluster_size,) if scheduled else (n_tiles, m_tiles)
     with T.Kernel(*grid, threads=threads + PRODUCER_THREADS, cluster_dims=cluster_size) as blocks:
-        A_s = T.alloc_shared((num_stages, block_M, block_K), T.float16)
-        B_s = T.alloc_shared((num_stages, block_K, block_N), T.float16)
-        C_l = T.alloc_fragment((block_M, block_N), T.float32)
-        C_s = None
-        if epilogue != "direct":  # two buffers that share the room for the staged columns
-            room = store_columns(block_M, block_N, block_K, num_stages)
-            C_s = T.alloc_shared((2, block_M, room // 2), T.float16)
-        full = T.alloc_barrier([PRODUCER_THREADS] * num_stages)  # a stage's operands have landed
-        if cluster_size == 1:  # the consumers' MMAs are done with a stage
-            empty = T.alloc_barrier([threads // 128] * num_stages)
-        else:  # ... in every block of the cluster
-            empty = T.alloc_cluster_barrier([cluster_size * threads // 128] * num_stages)
-        tx = T.get_thread_binding()
+        A_s, B_s, C_l, C_s, full, empty = stage_buffers(block_M, block_N, block_K, num_stages, threads, epilogue,
+                                                        cluster_size)  # fmt: skip
         if scheduled:
-            worker, rank = blocks // cluster_size, blocks % cluster_size
-            # cluster tiles taken in panels of `swizzle` rows, for L2 reuse
-            order = T.PersistentTileScheduler(
-                rows, n_tiles, num_workers=workers, swizzle_size=max(swizzle, 1), column_major=False,
-                stateful=False,
-            )  # fmt: skip
-            waves = T.ceildiv(rows * n_tiles, workers)
-            if tx < PRODUCER_THREADS:
-                T.dec_max_nreg(40)
-                for wave in T.serial(waves):
-                    row, bx = order.coord(wave * workers + worker)
-                    if row < rows and bx < n_tiles:
-                        load_tile(A, B, A_s, B_s, full, empty, row * cluster_size + rank, bx, k_steps, wave * k_steps,
-                                  cluster_size)  # fmt: skip
-            else:
-                T.inc_max_nreg(232)
-                C_h = last = None
-                if deferred:
-                    C_h = T.alloc_fragment((block_M, block_N), T.float16)
-                    last = T.alloc_local((2,), T.int32)
-                    last[0] = -1
-                for wave in T.serial(waves):
-                    row, bx = order.coord(wave * workers + worker)
-                    if row < rows and bx < n_tiles:
-                        multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, row * cluster_size + rank, bx, k_steps,
-                                      wave * k_steps, threads, cluster_size, C_h, last)  # fmt: skip
-                if deferred:
-                    store_last(C, C_h, C_s, last, threads)
+            scheduled_tiles(A, B, C, A_s, B_s, C_l, C_s, full, empty, blocks, rows, n_tiles, k_steps, workers,
+                            swizzle, threads, cluster_size, deferred)  # fmt: skip
         else:
-            bx, by = blocks
-            if swizzle:
-                T.use_swizzle(panel_size=swizzle)
-            if tx < PRODUCER_THREADS:
-                T.dec_max_nreg(40)
-                load_tile(A, B, A_s, B_s, full, empty, by, bx, k_steps, 0, 1)
-            else:
-                T.inc_max_nreg(232)
-                multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, 0, threads, 1, None, None)
+            own_tile(A, B, C, A_s, B_s, C_l, C_s, full, empty, blocks, k_steps, swizzle, threads)
         if epilogue != "direct":
             T.tma_store_wait()  # C_s stays until the last store has read it
         if cluster_size > 1:

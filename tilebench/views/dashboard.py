@@ -133,12 +133,48 @@ class TextProgress:
         return False
 
 
+def _heatmap_figure(kernel: str) -> Any:
+    """The heatmap of the best config per cell: timed cells, and beside them the cells never timed."""
+    import plotly.graph_objects as go
+
+    return go.FigureWidget(
+        data=[
+            go.Heatmap(z=[[None]], hoverongaps=False, colorscale="Viridis", name="configs"),
+            # cells whose configs all failed (or compiled without a GPU to time them): grey, labelled
+            go.Heatmap(
+                z=[[None]],
+                hoverongaps=False,
+                colorscale=[[0, "#c8c8c8"], [1, "#c8c8c8"]],
+                showscale=False,
+                texttemplate="%{text}",
+                name="not timed",
+            ),
+        ],
+        layout=go.Layout(height=360, margin=dict(l=60, r=20, t=30, b=50), title=f"{kernel}: best per cell"),
+    )
+
+
+def _best_curve_figure() -> Any:
+    """The best latency so far against the run's seconds."""
+    import plotly.graph_objects as go
+
+    return go.FigureWidget(
+        data=[go.Scatter(x=[], y=[], mode="lines+markers", name="best so far")],
+        layout=go.Layout(
+            height=240,
+            margin=dict(l=60, r=20, t=30, b=40),
+            title="best so far",
+            xaxis_title="seconds",
+            yaxis_title="ms",
+        ),
+    )
+
+
 class TuneDashboard:
     """Widgets for one tuning run: axes and metric pickers, heatmap, best-so-far, counters, failures, stop."""
 
     def __init__(self, kernel: str, params: dict[str, list], total: int | None = None) -> None:
         import ipywidgets as widgets
-        import plotly.graph_objects as go
 
         self.kernel = kernel
         self.params = {k: list(v) for k, v in params.items()}
@@ -156,33 +192,8 @@ class TuneDashboard:
             description="y",
         )
         self.metric = widgets.Dropdown(options=list(METRICS), value="latency (ms)", description="metric")
-        self.heatmap = go.FigureWidget(
-            data=[
-                go.Heatmap(z=[[None]], hoverongaps=False, colorscale="Viridis", name="configs"),
-                # cells whose configs all failed (or compiled without a GPU to time them): grey, labelled
-                go.Heatmap(
-                    z=[[None]],
-                    hoverongaps=False,
-                    colorscale=[[0, "#c8c8c8"], [1, "#c8c8c8"]],
-                    showscale=False,
-                    texttemplate="%{text}",
-                    name="not timed",
-                ),
-            ],
-            layout=go.Layout(
-                height=360, margin=dict(l=60, r=20, t=30, b=50), title=f"{kernel}: best per cell"
-            ),
-        )
-        self.curve = go.FigureWidget(
-            data=[go.Scatter(x=[], y=[], mode="lines+markers", name="best so far")],
-            layout=go.Layout(
-                height=240,
-                margin=dict(l=60, r=20, t=30, b=40),
-                title="best so far",
-                xaxis_title="seconds",
-                yaxis_title="ms",
-            ),
-        )
+        self.heatmap = _heatmap_figure(kernel)
+        self.curve = _best_curve_figure()
         self.counters = widgets.HTML()
         self.failures = widgets.HTML()
         from tilebench.views.stop import StopButton
