@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tilebench.compiler.cache import untrusted_reason
-from tilebench.compiler.runtime import prepare_environment, tilelang_cache_dir
+from tilebench.compiler.environment import prepare_environment, tilelang_cache_dir
 from tilebench.config import CacheFolderError, cache_root, settings, write_private_file
 from tilebench.store import default_store
 
@@ -194,3 +194,33 @@ def test_clear_cache_makes_a_private_folder_again(tmp_path):
     with settings.scope(TILEBENCH_CACHE_DIR=str(tmp_path / "cache")):
         clear_tilelang_caches()
         assert mode(tilelang_cache_dir()) == 0o700 and mode(settings.cache_dir) == 0o700
+
+
+def test_a_fifo_or_device_in_an_entry_is_named_and_never_opened(tmp_path):
+    """lstat sees what a file is: a FIFO (or a device, a socket) is refused before anything opens it, and
+    read_regular, which reads an entry's files, opens without blocking and refuses what is not a file."""
+    import signal
+
+    from tilebench.compiler.cache import read_regular
+
+    entry = tmp_path / "entry"
+    entry.mkdir(mode=0o700)
+    (entry / "params.json").write_text("[]")
+    os.chmod(entry / "params.json", 0o600)
+    os.mkfifo(entry / "manifest.json", 0o600)
+    assert untrusted_reason(entry) == "manifest.json is a FIFO, not a regular file"
+    previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("reading a FIFO blocked"))
+    signal.alarm(30)
+    try:
+        with pytest.raises(OSError, match="manifest.json is a FIFO, not a regular file"):
+            read_regular(entry / "manifest.json")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert read_regular(entry / "params.json") == b"[]"
+    (entry / "manifest.json").unlink()
+    (entry / "manifest.json").symlink_to(entry / "params.json")
+    with pytest.raises(OSError):  # never followed
+        read_regular(entry / "manifest.json")
+    os.mkfifo(tmp_path / "fifo", 0o600)
+    assert untrusted_reason(tmp_path / "fifo") == "the folder is a FIFO, not a folder"

@@ -45,3 +45,21 @@ def test_no_pickle_in_the_cache(tmp_path):
         make_kernel()(1024)
         files = [f for _, _, names in os.walk(tmp_path) for f in names]
         assert files and not any(f.endswith((".pkl", ".pickle")) for f in files)
+
+
+def test_entries_are_sealed_for_their_key(tmp_path):
+    import json
+
+    from tilebench.compiler.cache import SEAL, seal_problem
+
+    with tb.settings.scope(TILEBENCH_CACHE_DIR=str(tmp_path / "cache")):
+        make_kernel()(4096)
+        assert tb.cache_info()["disk_kernels"] == 1  # the seal is a file of the entry, not an entry
+    [entry] = (tmp_path / "cache" / "tilelang").glob("*/*/kernels/*")
+    seal = json.loads((entry / SEAL).read_text())
+    assert seal["key"] == entry.name and "executable.so" in seal["files"]
+    assert seal_problem(entry, entry.name) == (
+        None,
+        {p.name: p.read_bytes() for p in entry.iterdir() if p.name != SEAL},
+    )
+    assert seal_problem(entry, "0" * 64)[0].startswith(f"it was sealed for key {entry.name[:16]}")

@@ -1,27 +1,52 @@
-"""tilelang's kernel cache (memory and disk) as tilebench sees it, kept private to this user.
+"""tilelang's kernel cache (memory and disk) as tilebench sees it, kept private to this user and sealed.
 
-`guard_disk_cache()` wraps tilelang's disk cache (internal API, so only here): a cached kernel library or CUDA
-binary that another user owns, or that group or others may write, is not loaded (a warning, then a fresh
-compile), and what tilelang writes is made 0600 files in 0700 folders before it is published.
+`guard_disk_cache()` wraps tilelang's disk cache (internal API, so only here). Each entry tilelang saves (a
+kernel: library, sources, params.json, manifest.json; a CUDA binary: kernel.cubin, metadata.json) gets a
+seal, `seal.json`: its key and the sha256 of every file it holds, written before it is published. An entry
+is loaded only when it is private to this user (owner, modes), holds nothing but regular files (FIFOs,
+devices, sockets and links are refused from lstat, never opened), was sealed for the key it is loaded
+under and every file matches its seal; otherwise a warning, the entry removed, and a fresh compile. The
+kernel's sources are taken from the bytes that were checked. What tilelang writes is made 0600 files in
+0700 folders before it is published.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
+import hashlib
+import json
 import os
 import shutil
 import stat
+import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tilebench.compiler.runtime import tilelang, tilelang_cache_dir
+from tilebench.compiler.environment import prepare_environment, tilelang_cache_dir
 from tilebench.config import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, make_private_dir
 
 
 class UntrustedCacheWarning(UserWarning):
-    """A cached kernel was not loaded because it is not private to this user; it is compiled again."""
+    """A cached kernel was not loaded (not private to this user, not a regular file, or not matching its
+    seal); it is compiled again."""
+
+
+SEAL = "seal.json"
+_SEAL_BYTES = 1 << 20
+_FILE_BYTES = 1 << 30  # a larger file in an entry is refused, not read into memory
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFDIR: "a folder",
+}
+_STATE = threading.local()  # .saving: the key being saved; .sources: the checked bytes of a loading entry
 
 
 def disk_usage() -> dict[str, int | str]:
@@ -32,8 +57,8 @@ def disk_usage() -> dict[str, int | str]:
 
 def clear_tilelang_caches() -> None:
     """Empty tilelang's in-memory caches and remove its disk cache below tilebench's folder."""
-    tilelang()
-    import tilelang.cache as tl_cache
+    prepare_environment()
+    import tilelang.cache as tl_cache  # late: loads tilelang (runtime.tilelang() installs this module's guard)
 
     for cache in tl_cache._dispatch_map.values():
         cache._memory_cache.clear()
@@ -61,8 +86,8 @@ def cache_files(root: Path) -> tuple[int, int]:
 def untrusted_reason(entry: Path, uid: int | None = None) -> str | None:
     """Why the cache entry folder `entry` (or a file in it) must not be loaded, or None when it may be.
 
-    Refused: a symbolic link, anything owned by another user than `uid` (default: this process's user),
-    anything group or others may write.
+    Refused: a symbolic link, a FIFO, device or socket (seen by lstat, never opened), anything owned by
+    another user than `uid` (default: this process's user), anything group or others may write.
     """
     uid = os.getuid() if uid is None else uid
     paths = [entry]
@@ -76,6 +101,10 @@ def untrusted_reason(entry: Path, uid: int | None = None) -> str | None:
         name = "the folder" if path == entry else str(path.relative_to(entry))
         if stat.S_ISLNK(info.st_mode):
             return f"{name} is a symbolic link"
+        if path == entry and not stat.S_ISDIR(info.st_mode):
+            return f"{name} is {_kind(info.st_mode)}, not a folder"
+        if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+            return f"{name} is {_kind(info.st_mode)}, not a regular file"
         if info.st_uid != uid:
             return f"{name} is owned by uid {info.st_uid}, not you (uid {uid})"
         if info.st_mode & 0o022:
@@ -117,21 +146,116 @@ def _make_folders_private(path: Path) -> None:
             return
 
 
-def _refused(entry: Path) -> bool:
-    """True (after a warning, and removing the entry where possible) when `entry` must not be loaded."""
-    if not entry.exists():
-        return False
+def _kind(mode: int) -> str:
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+# ---------------------------------------------------------------------------
+# Seals: an entry's key and the sha256 of every file it holds
+# ---------------------------------------------------------------------------
+
+
+class _NotRegular(OSError):
+    """A file of an entry that is not a regular file (found when opening it without blocking)."""
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of `path`, which must be a regular file: opened without following a link and without
+    blocking (a FIFO opens at once and is refused by fstat before anything is read)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(descriptor, "rb") as file:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise _NotRegular(f"{path.name} is {_kind(info.st_mode)}, not a regular file")
+        if limit is not None and info.st_size > limit:
+            raise _NotRegular(f"{path.name} holds {info.st_size} bytes, more than {limit}")
+        return file.read()
+
+
+def write_seal(folder: Path, key: str) -> None:
+    """Seal the entry in `folder` (not yet published, or just published by this process) for `key`."""
+    files = {
+        p.name: hashlib.sha256(read_regular(p)).hexdigest()
+        for p in sorted(folder.iterdir())
+        if p.name != SEAL
+    }
+    text = json.dumps({"version": 1, "key": key, "files": files}, indent=1, sort_keys=True)
+    staged = folder / f".{SEAL}.{os.getpid()}.{threading.get_ident()}.tmp"
+    descriptor = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
+    try:
+        with os.fdopen(descriptor, "w") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(staged, folder / SEAL)
+    finally:
+        if staged.exists():
+            staged.unlink()
+
+
+def seal_problem(folder: Path, key: str) -> tuple[str | None, dict[str, bytes]]:
+    """Why the entry in `folder` must not be loaded under `key` by its seal (none, another key, a file
+    added, missing or changed), or None; with the bytes of its files, as checked."""
+    try:
+        seal = json.loads(read_regular(folder / SEAL, _SEAL_BYTES))
+        sealed_key, sealed = seal["key"], dict(seal["files"])
+    except FileNotFoundError:
+        return f"it has no {SEAL} (saved by an older tilebench, or not by tilebench)", {}
+    except _NotRegular as exc:
+        return str(exc), {}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"its {SEAL} cannot be read ({type(exc).__name__}: {exc})", {}
+    if sealed_key != key or folder.name != key:
+        return (
+            f"it was sealed for key {str(sealed_key)[:16]}..., not {key[:16]}... (copied from another entry?)",
+            {},
+        )
+    present = {path.name for path in folder.iterdir()} - {SEAL}
+    added, missing = sorted(present - set(sealed)), sorted(set(sealed) - present)
+    if added:
+        return f"{added[0]} is not in its {SEAL} (added after the entry was saved)", {}
+    if missing:
+        return f"{missing[0]} is missing (its {SEAL} lists it)", {}
+    contents: dict[str, bytes] = {}
+    for name in sorted(sealed):
+        try:
+            data = read_regular(folder / name, _FILE_BYTES)
+        except _NotRegular as exc:
+            return str(exc), {}
+        except OSError as exc:
+            return f"{name} cannot be read ({exc.strerror or exc})", {}
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != sealed[name]:
+            return (
+                f"{name} does not match its {SEAL} (sha256 {actual[:12]}..., sealed {str(sealed[name])[:12]}...): "
+                "changed after the entry was saved"
+            ), {}
+        contents[name] = data
+    return None, contents
+
+
+def entry_problem(entry: Path, key: str) -> tuple[str | None, dict[str, bytes]]:
+    """Why the cache entry `entry` must not be loaded under `key` (untrusted_reason, then its seal), or
+    None with the bytes of its files."""
     reason = untrusted_reason(entry)
-    if reason is None:
-        return False
-    shutil.rmtree(entry, ignore_errors=True)
-    after = "removed it" if not entry.exists() else "could not remove it: remove it yourself"
+    return (reason, {}) if reason is not None else seal_problem(entry, key)
+
+
+def _refuse(entry: Path, reason: str) -> None:
+    """Warn that `entry` is not loaded, and remove it (a link or file at its place is unlinked, not followed)."""
+    try:
+        if stat.S_ISDIR(entry.lstat().st_mode):
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink()
+    except OSError:
+        pass
+    after = "removed it" if not os.path.lexists(entry) else "could not remove it: remove it yourself"
     warnings.warn(
         f"tilebench: not loading the cached kernel at {entry}: {reason}. Compiling it again ({after}).",
         UntrustedCacheWarning,
-        stacklevel=2,
+        stacklevel=3,
     )
-    return True
 
 
 # ---------------------------------------------------------------------------
@@ -140,17 +264,18 @@ def _refused(entry: Path) -> bool:
 
 
 def guard_disk_cache() -> None:
-    """Install the checks on tilelang's kernel cache and CUDA binary cache; once per process."""
+    """Install the checks and seals on tilelang's kernel cache and CUDA binary cache; once per process."""
     from tilelang.cache.binary_cache import BinaryCache
     from tilelang.cache.kernel_cache import KernelCache
 
     if getattr(KernelCache, "_tilebench_guarded", False):
         return
     _wrap(KernelCache, "_load_kernel_from_disk", _guarded_kernel_load)
-    _wrap(KernelCache, "_write_manifest", _private_before_publishing)
+    _wrap(KernelCache, "_build_kernel", _checked_sources)
+    _wrap(KernelCache, "_write_manifest", _sealed_before_publishing)
     _wrap(KernelCache, "_save_kernel_to_disk", _private_folders_after_save)
     _wrap(BinaryCache, "load", _guarded_binary_load)
-    _wrap(BinaryCache, "save", _private_binary_after_save)
+    _wrap(BinaryCache, "save", _sealed_binary_after_save)
     KernelCache._tilebench_guarded = True
 
 
@@ -168,39 +293,84 @@ def _wrap(owner: type, name: str, wrapper: Callable[..., Any]) -> None:
 
 
 def _guarded_kernel_load(original: Callable, self: Any, key: str, *args: Any, **kwargs: Any) -> Any:
-    if _refused(Path(self._get_cache_path(key))):
+    entry = Path(self._get_cache_path(key))
+    if not os.path.lexists(entry):
         return None  # a cache miss: tilelang compiles and saves a fresh entry
-    return original(self, key, *args, **kwargs)
+    reason, contents = entry_problem(entry, key)
+    if reason is not None:
+        _refuse(entry, reason)
+        return None
+    _STATE.sources = {
+        name: contents[name] for name in (self.device_kernel_path, self.host_kernel_path) if name in contents
+    }
+    try:
+        return original(self, key, *args, **kwargs)
+    finally:
+        _STATE.sources = None
 
 
-def _private_before_publishing(original: Callable, self: Any, staging_path: str) -> None:
-    """The manifest is the last file tilelang stages before its atomic rename: tighten the entry here."""
+def _checked_sources(original: Callable, self: Any, *args: Any, **kwargs: Any) -> Any:
+    """The loaded kernel's sources are the bytes that matched the seal, not a later read of the files."""
+    checked = getattr(_STATE, "sources", None) or {}
+    for argument in ("host_kernel_source", "device_kernel_source"):
+        source = kwargs.get(argument)
+        data = checked.get(os.path.basename(getattr(source, "path", None) or ""))
+        if data is not None and dataclasses.is_dataclass(source) and source.text is None:
+            with contextlib.suppress(UnicodeDecodeError):
+                kwargs[argument] = dataclasses.replace(source, text=data.decode("utf-8"))
+    return original(self, *args, **kwargs)
+
+
+def _sealed_before_publishing(original: Callable, self: Any, staging_path: str) -> None:
+    """The manifest is the last file tilelang stages before its atomic rename: seal and tighten the entry."""
     original(self, staging_path)
-    make_tree_private(Path(staging_path))
+    staging = Path(staging_path)
+    write_seal(staging, getattr(_STATE, "saving", None) or staging.name.split("_")[0])
+    make_tree_private(staging)
 
 
 def _private_folders_after_save(original: Callable, self: Any, key: str, *args: Any, **kwargs: Any) -> None:
-    original(self, key, *args, **kwargs)
+    _STATE.saving = key
+    try:
+        original(self, key, *args, **kwargs)
+    finally:
+        _STATE.saving = None
     entry = Path(self._get_cache_path(key))
     _make_folders_private(entry.parent)
     _make_folders_private(Path(self._get_staging_root()))
 
 
 def _guarded_binary_load(original: Callable, cls: type, key: str, compile_format: str) -> bytes | None:
-    if _refused(Path(cls.get_path(key, compile_format)).parent):
-        return None
+    entry = Path(cls.get_path(key, compile_format)).parent
+    if os.path.lexists(entry):
+        reason = entry_problem(entry, key)[0]
+        if reason is not None:
+            _refuse(entry, reason)
+            return None
     return original(cls, key, compile_format)
 
 
-def _private_binary_after_save(
+def _sealed_binary_after_save(
     original: Callable, cls: type, key: str, compile_format: str, data: bytes
 ) -> None:
+    """tilelang publishes a binary entry without anything of ours: seal it when it holds what was compiled."""
     original(cls, key, compile_format, data)
-    entry = Path(cls.get_path(key, compile_format)).parent
-    if entry.exists():
-        make_tree_private(entry)
-        _make_folders_private(entry.parent)
-        _make_folders_private(Path(cls._get_staging_root()))
+    path = Path(cls.get_path(key, compile_format))
+    entry = path.parent
+    if not os.path.lexists(entry):
+        return
+    make_tree_private(entry)
+    try:
+        if (
+            untrusted_reason(entry) is None
+            and not (entry / SEAL).exists()
+            and read_regular(path) == bytes(data)
+        ):
+            write_seal(entry, key)
+    except OSError:  # removed meanwhile, or not as compiled: the next load refuses it
+        pass
+    _make_folders_private(entry.parent)
+    _make_folders_private(Path(cls._get_staging_root()))
 
 
 def entry_folder(jit_kernel: Any) -> Path | None:
