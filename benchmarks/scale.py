@@ -55,7 +55,7 @@ def cores() -> int:
 @contextlib.contextmanager
 def fresh_cache(root: Path):
     """This process's tilebench (and tilelang) cache in a new empty folder for the block."""
-    from tilebench.compiler.runtime import prepare_environment
+    from tilebench.compiler.environment import prepare_environment
     from tilebench.config import settings
 
     with settings.scope(TILEBENCH_CACHE_DIR=tempfile.mkdtemp(dir=root)):

@@ -9,6 +9,7 @@ import importlib
 from typing import Any
 
 from tilebench.config import __version__
+from tilebench.workers.warm import gpu_present, start_early, warm_up
 
 _LAZY = {
     "jit": "tilebench.compat.jit",
@@ -48,8 +49,7 @@ def load_ipython_extension(shell: Any) -> None:
     """`%load_ext tilebench`: registers `%%tilelang` and `%tilebench` (their modules load now, tilelang later).
 
     On a GPU machine it also starts the tuning workers in the background (`tb.warm_up()`)."""
-    from tilebench.magic.magics import load
-    from tilebench.workers.warm import gpu_present, warm_up
+    from tilebench.magic.magics import load  # late: loads IPython
 
     load(shell)
     if gpu_present():
@@ -71,7 +71,6 @@ def __dir__() -> list[str]:
 
 def _start_server() -> None:
     """The compile server and its workers start as tilebench is imported (see workers/warm.py's start_early)."""
-    from tilebench.workers.warm import start_early
 
     start_early()
 

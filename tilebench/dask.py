@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from tilebench.cluster.tasks import prepare_worker
+
 
 def dask_setup(worker: Any) -> None:
     """Called by Dask in the worker process as it starts."""
-    from tilebench.cluster.tasks import prepare_worker
 
     resources = getattr(getattr(worker, "state", worker), "total_resources", None) or {}
     prepare_worker(gpu=bool(resources.get("GPU")))

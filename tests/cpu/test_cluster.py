@@ -23,7 +23,7 @@ import tilebench as tb  # noqa: E402
 from tilebench.cluster import ClusterError  # noqa: E402
 from tilebench.cluster import client as cluster_client  # noqa: E402
 from tilebench.cluster.entry import EntryError, KernelEntry  # noqa: E402
-from tilebench.compiler.runtime import prepare_environment, tilelang_cache_dir  # noqa: E402
+from tilebench.compiler.environment import prepare_environment, tilelang_cache_dir  # noqa: E402
 from tilebench.config import settings  # noqa: E402
 from tilebench.store import RecordStore  # noqa: E402
 
@@ -109,7 +109,8 @@ def test_a_cluster_tune_gives_the_local_pool_s_records_and_kernels(client, tmp_p
         import sys, time
         sys.path.insert(0, {os.path.dirname(__file__)!r})
         from kernels import SM90A, gemm
-        from tilebench.compiler.runtime import tilelang, tilelang_cache_dir
+        from tilebench.compiler.environment import tilelang_cache_dir
+        from tilebench.compiler.runtime import tilelang
         tl = tilelang()
         before = set(tilelang_cache_dir().glob("*/*/kernels/*"))
         start = time.perf_counter()

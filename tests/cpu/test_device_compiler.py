@@ -11,7 +11,7 @@ import tilelang.language as T
 from tvm.target import Target
 
 import tilebench as tb
-from tilebench.compiler import export, headers, include_sets, nvrtc
+from tilebench.compiler import device_compile, export, headers, include_sets, nvrtc
 from tilebench.compiler.runtime import tilelang
 
 SM90 = Target({"kind": "cuda", "arch": "sm_90a"})
@@ -53,7 +53,7 @@ def test_the_second_kernel_with_the_same_includes_makes_a_precompiled_header_the
         calls.append(("-pch" in options, pch))
         return cubin, pch
 
-    from tilebench.compiler.runtime import prepare_environment
+    from tilebench.compiler.environment import prepare_environment
 
     with tb.settings.scope(TILEBENCH_CACHE_DIR=str(tmp_path)):
         prepare_environment()
@@ -76,8 +76,8 @@ def test_the_second_kernel_with_the_same_includes_makes_a_precompiled_header_the
 
 
 def test_the_pool_tells_a_worker_with_more_jobs_coming_to_make_the_precompiled_header(tmp_path):
+    from tilebench.compiler.environment import prepare_environment
     from tilebench.compiler.request import CompileRequest
-    from tilebench.compiler.runtime import prepare_environment
     from tilebench.workers.pool import CompilePool
 
     kwargs = {"target": {"kind": "cuda", "arch": "sm_90a"}}
@@ -127,9 +127,9 @@ def test_a_source_nvrtc_refuses_falls_back_to_nvcc_or_raises_when_nvrtc_is_requi
         tb.settings.scope(TILEBENCH_DEVICE_COMPILER="nvrtc"),
         pytest.raises(nvrtc.NvrtcError, match="not_a_type"),
     ):
-        nvrtc.device_compile(broken, SM90, {})
+        device_compile.device_compile(broken, SM90, {})
     with pytest.raises(Exception, match="(?i)nvcc|compil") as caught:  # auto: nvcc's own error
-        nvrtc.device_compile(broken, SM90, {})
+        device_compile.device_compile(broken, SM90, {})
     assert not isinstance(caught.value, nvrtc.NvrtcError)
 
 

@@ -8,9 +8,10 @@ import time
 import pytest
 from kernels import SM90A, gemm
 
+from tilebench.compiler.environment import prepare_environment, tilelang_cache_dir
 from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.request import CompileRequest, readable_error
-from tilebench.compiler.runtime import prepare_environment, tilelang, tilelang_cache_dir
+from tilebench.compiler.runtime import tilelang
 from tilebench.config import settings
 from tilebench.workers.pool import CompilePool, compile_in_pool, shared_pool
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tilebench.cluster.client import shutdown as close_all
 from tilebench.cluster.errors import ClusterError, ClusterLost, check_cluster_option
 
 __all__ = ["ClusterError", "ClusterExecutor", "ClusterLost", "check_cluster_option", "shutdown"]
@@ -17,7 +18,6 @@ __all__ = ["ClusterError", "ClusterExecutor", "ClusterLost", "check_cluster_opti
 
 def shutdown() -> None:
     """Close the Dask clients tilebench opened and its "local" cluster (also done at exit)."""
-    from tilebench.cluster.client import shutdown as close_all
 
     close_all()
 
@@ -25,7 +25,7 @@ def shutdown() -> None:
 def __getattr__(name: str) -> Any:
     if name == "ClusterExecutor":
         try:
-            from tilebench.cluster.runner import ClusterExecutor
+            from tilebench.cluster.runner import ClusterExecutor  # late: Dask is an optional extra
         except ImportError as exc:
             raise ImportError(
                 f"tuning on a cluster needs Dask's distributed: `pip install tilebench[dask]` ({exc})"

@@ -12,6 +12,8 @@ import threading
 from typing import Any
 
 from tilebench.cluster.errors import ClusterError
+from tilebench.cluster.tasks import worker_versions
+from tilebench.tuner.dispatch import resolve_devices
 
 CONNECT_TIMEOUT_S = 10.0  # to reach the scheduler, and for a scheduler without workers to get one
 PRELOAD = "tilebench.dask"
@@ -72,7 +74,6 @@ def workers_of(client: Any) -> dict[str, dict[str, Any]]:
 def check_versions(client: Any) -> None:
     """Refuse a cluster whose workers run another tilelang, tilebench or Python than this process: their
     kernels would not be cache hits here, and their tasks might not unpickle."""
-    from tilebench.cluster.tasks import worker_versions
 
     mine = worker_versions()
     for address, theirs in client.run(worker_versions).items():
@@ -96,8 +97,6 @@ def local_cluster(devices: list[int] | None = None, compile_workers: int | None 
     CUDA_VISIBLE_DEVICES set to it). Its scheduler retries a task whose worker died once, elsewhere; a
     second death makes the task fail (KilledWorker). The caller closes it."""
     from distributed import Nanny, Scheduler, SpecCluster
-
-    from tilebench.tuner.dispatch import resolve_devices
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     common = {"nthreads": 1, "host": "127.0.0.1", "preload": [PRELOAD], "silence_logs": logging.WARNING}

@@ -22,6 +22,7 @@ from typing import Any
 from tilebench.cluster.client import check_versions, connect, workers_of
 from tilebench.cluster.errors import ClusterError, ClusterLost
 from tilebench.cluster.tasks import BenchOutcome, CompileResult, bench_task, compile_task, gpu_facts
+from tilebench.compiler.environment import prepare_environment
 from tilebench.store import Record
 from tilebench.tuner.dispatch import COMPILE_ONLY, Candidate, Sink, compile_failure, record_of
 
@@ -70,7 +71,6 @@ class ClusterExecutor:
     def run(self, candidates: list[Candidate], sink: Sink) -> None:
         """Compile every candidate on the cluster, measure the compiled ones on its GPU workers, and keep
         each record as its task finishes."""
-        from tilebench.compiler.runtime import prepare_environment
 
         prepare_environment()
         self.cache_root = Path(os.environ["TILELANG_CACHE_DIR"])

@@ -26,10 +26,19 @@ from pathlib import Path
 from typing import Any
 
 from tilebench.cluster.entry import KernelEntry
+from tilebench.cluster.errors import ClusterError
+from tilebench.compiler import headers, tir_json
+from tilebench.compiler.cache import entry_folder
+from tilebench.compiler.environment import prepare_environment
 from tilebench.compiler.request import CompileRequest, readable_error
-from tilebench.config import __version__
+from tilebench.compiler.runtime import tilelang
+from tilebench.config import __version__, settings
 from tilebench.measure.result import Measurement
+from tilebench.tuner.dispatch import for_gpu
+from tilebench.tuner.key import machine_parts
+from tilebench.workers.bench import shared_worker
 from tilebench.workers.pool import CompilePool
+from tilebench.workers.warm import start_workers
 
 FACTS_TIMEOUT_S = 600.0  # a fresh benchmark worker imports torch and tilelang and opens a CUDA context
 _lock = threading.Lock()
@@ -64,11 +73,8 @@ class EntryRequest(CompileRequest):
     """A CompileRequest whose "ok" message is the kernel-cache folder tilelang wrote (to be packed)."""
 
     def __call__(self) -> tuple[str, str]:
-        from tilebench.compiler.cache import entry_folder
-        from tilebench.compiler.runtime import tilelang
 
         tl = tilelang()
-        from tilebench.compiler import headers, tir_json
 
         try:
             with headers.more_coming(self.more_coming):
@@ -90,7 +96,6 @@ class MachineFacts:
     label = "machine facts"
 
     def __call__(self) -> Measurement:
-        from tilebench.tuner.key import machine_parts
 
         return Measurement("ok", json.dumps(machine_parts(0)))
 
@@ -107,9 +112,6 @@ def prepare_worker(gpu: bool = False) -> None:
         if not _ready:
             with contextlib.suppress(AssertionError):
                 multiprocessing.current_process().daemon = False
-            from tilebench.compiler.runtime import prepare_environment
-            from tilebench.config import settings
-            from tilebench.workers.warm import start_workers
 
             settings.reload()  # Dask's Nanny sets the worker's env (env=, nanny.environ) after imports ran
             prepare_environment()
@@ -117,8 +119,6 @@ def prepare_worker(gpu: bool = False) -> None:
                 start_workers(prebuild=True, prestart=False)  # the server; each task thread has its own pool
             _ready = True
     if gpu:
-        from tilebench.workers.warm import start_workers
-
         start_workers([0], prestart=False)  # the server runs: only a benchmark worker that is gone starts
 
 
@@ -185,9 +185,6 @@ def gpu_facts() -> dict[str, Any]:
     context) and its GPU's index on the host (CUDA_VISIBLE_DEVICES' first entry, else 0)."""
     global _facts
     if _facts is None:
-        from tilebench.cluster.errors import ClusterError
-        from tilebench.workers.bench import shared_worker
-
         prepare_worker()
         result = shared_worker(0).run(MachineFacts(), FACTS_TIMEOUT_S)
         if result.status != "ok":
@@ -202,8 +199,6 @@ def bench_task(
 ) -> BenchOutcome:
     """Install the compiled entry here, then check and time the job on this worker's GPU; its early stop
     compares with the best so far on this GPU's model only."""
-    from tilebench.tuner.dispatch import for_gpu
-    from tilebench.workers.bench import shared_worker
 
     prepare_worker(gpu=True)
     assert compiled.entry is not None, "only compiled configs are benchmarked"

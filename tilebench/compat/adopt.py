@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from tilebench.compat.jit import JIT, is_autotuned, jit
+from tilebench.compat.tuning import autotune
 from tilebench.compiler.build import is_prim_func
 from tilebench.compiler.frontend import tilelang_autotune_parts, tilelang_jit_parts
 
 
 def adopt(value: Any, overrides: dict[str, Any] | None = None) -> Any:
     """A tilebench JIT (or autotuned kernel) for a kernel-like value, with compile `overrides`; else None."""
-    from tilebench.compat.jit import JIT, is_autotuned, jit
 
     overrides = overrides or {}
     if isinstance(value, JIT):
@@ -25,8 +26,6 @@ def adopt(value: Any, overrides: dict[str, Any] | None = None) -> Any:
         return jit(func, **options)
     tuned = tilelang_autotune_parts(value)
     if tuned is not None:
-        from tilebench.compat.tuning import autotune
-
         jit_impl, arguments = tuned
         return autotune(**arguments)(adopt(jit_impl, overrides))
     if is_prim_func(value):

@@ -19,6 +19,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tilebench.compat.autotuner import AutoTuner
+from tilebench.compat.jit import jit
+from tilebench.compat.tuning import autotune
+from tilebench.compiler.build import CompileError, compile_primfunc, is_prim_func
+from tilebench.compiler.options import LINE_DIRECTIVES, CompileOptions, _config_name
+from tilebench.compiler.runtime import tilelang
+from tilebench.compiler.runtime import tilelang as load_tilelang
+from tilebench.kernel import observe
+from tilebench.kernel.compiled import Kernel
+from tilebench.kernel.jit import compile as tb_compile
+from tilebench.measure.timer import time_call
+from tilebench.workers.parallel import compile_all
+
 
 class TileLangView(types.ModuleType):
     """A module that is `real` except for the names given."""
@@ -56,7 +69,6 @@ def real_module(value: Any) -> Any:
 
 def _compile_options(**given: Any) -> Any:
     """tilebench's CompileOptions from tilelang's compile arguments ("auto" means tilebench's default)."""
-    from tilebench.compiler.options import CompileOptions
 
     for name in ("target", "execution_backend"):
         if given.get(name) == "auto":
@@ -75,9 +87,6 @@ def compile_like_tilelang(
     compile_flags: list[str] | str | None = None,
 ) -> Any:
     """`tilelang.compile` with tilelang's signature, giving a tilebench Kernel."""
-    from tilebench.compiler.build import compile_primfunc, is_prim_func
-    from tilebench.kernel.compiled import Kernel
-    from tilebench.kernel.jit import compile as tb_compile
 
     options = _compile_options(
         out_idx=out_idx,
@@ -106,9 +115,6 @@ def par_compile_like_tilelang(
     ignore_error: bool = False,
 ) -> list[Any]:
     """`tilelang.par_compile`: PrimFuncs compiled in tilebench's worker pool, as tilebench Kernels."""
-    from tilebench.compiler.build import CompileError
-    from tilebench.kernel.compiled import Kernel
-    from tilebench.workers.parallel import compile_all
 
     options = _compile_options(
         out_idx=out_idx,
@@ -143,8 +149,6 @@ def do_bench_like_tilelang(
     **_: Any,
 ) -> Any:
     """`tilelang.profiler.do_bench` through tilebench's timer (the cell's Run tab lists it)."""
-    from tilebench.kernel import observe
-    from tilebench.measure.timer import time_call
 
     ms = time_call(
         fn,
@@ -168,14 +172,10 @@ def do_bench_like_tilelang(
 
 @functools.cache
 def _submodule_views() -> dict[str, TileLangView]:
-    from tilebench.compiler.runtime import tilelang
 
     tilelang()
     import tilelang.autotuner as real_autotuner
     import tilelang.profiler as real_profiler
-
-    from tilebench.compat.autotuner import AutoTuner
-    from tilebench.compat.tuning import autotune
 
     return {
         "tilelang.autotuner": TileLangView(real_autotuner, {"autotune": autotune, "AutoTuner": AutoTuner}),
@@ -191,9 +191,6 @@ def views(
 
     `own_line_directives`: the options' `#line` directives are the cell's own (for nvcc's errors), not asked
     for by the program or the magic line; the program's kernels then show their source without them."""
-    from tilebench.compat.jit import jit
-    from tilebench.compat.tuning import autotune
-    from tilebench.compiler.runtime import tilelang
 
     base = dict(options or {})
 
@@ -237,8 +234,6 @@ def _cell_jit_kernel_class(cell_compile: Callable[..., Any]) -> type:
     one (`JITKernel(func, out_idx=..., target="cuda")`) compiles through the cell's `tilelang.compile`."""
     from tilelang.jit.kernel import JITKernel
 
-    from tilebench.kernel.compiled import Kernel
-
     signature = inspect.signature(JITKernel.__init__)
     compile_options = (
         "execution_backend",
@@ -271,7 +266,6 @@ def _cell_jit_kernel_class(cell_compile: Callable[..., Any]) -> type:
 def _hiding(made: Any, own_line_directives: bool, given: dict[str, Any]) -> Any:
     """Mark a kernel (or kernel function) whose `#line` directives the program did not ask for: its
     `get_kernel_source()` then gives the source as plain tilelang would."""
-    from tilebench.compiler.options import LINE_DIRECTIVES, _config_name
 
     asked = any(_config_name(key) == LINE_DIRECTIVES for key in dict(given.get("pass_configs") or {}))
     if own_line_directives and not asked:
@@ -328,7 +322,6 @@ def tilelang_as_tilebench(
 
 def cell_modules() -> dict[str, Any]:
     """tilelang's modules a cell gets by name: `tilelang` and `T` (tilelang.language)."""
-    from tilebench.compiler.runtime import tilelang as load_tilelang
 
     tilelang = load_tilelang()
     import tilelang.language as T

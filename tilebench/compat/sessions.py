@@ -7,6 +7,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+from tilebench.cluster import ClusterExecutor
 from tilebench.tuner.dispatch import LocalExecutor, machine_of, resolve_devices
 from tilebench.tuner.executor import Executor
 from tilebench.tuner.protocol import TunableKernel
@@ -25,7 +26,6 @@ def make_executor(options: TuneOptions) -> tuple[Executor, dict[str, str] | None
     """The executor, and the machine parts of the GPUs it measures on (None: compile-only)."""
     if options.cluster is not None:
         # Dask loads only for a run that names a cluster
-        from tilebench.cluster import ClusterExecutor
 
         cluster = ClusterExecutor.connect(options.cluster, options)
         return cluster, cluster.machine

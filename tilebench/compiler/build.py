@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tilebench.compiler.environment import prepare_environment
 from tilebench.compiler.options import CompileOptions
-from tilebench.compiler.runtime import prepare_environment, tilelang
+from tilebench.compiler.runtime import tilelang
 from tilebench.compiler.schema import ParamSpec, param_specs
 from tilebench.compiler.targets import TargetSpec, describe_target, resolve_target, target_kind
 

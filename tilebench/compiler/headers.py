@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from tilebench.compiler.environment import tilelang_cache_dir
 from tilebench.compiler.include_sets import gemm_include_set, hopper_include_set, tilelang_version
 from tilebench.compiler.nvrtc import (
     NvrtcError,
@@ -38,6 +39,7 @@ from tilebench.compiler.nvrtc import (
     usable,
     version,
 )
+from tilebench.config import make_private_dir, settings, write_private_file
 
 RECENT_FILE = "recent-includes.json"  # the include set and options compiled last with this cache
 KEPT_DIR = "kept"  # PCHs a compile server made for the servers after it
@@ -89,14 +91,11 @@ class HeaderCache:
     @staticmethod
     def folder() -> Path:
         """Beside the tilelang cache this process compiles into (a compile worker's is the pool's)."""
-        from tilebench.compiler.runtime import tilelang_cache_dir
 
         return Path(os.environ.get("TILELANG_CACHE_DIR") or tilelang_cache_dir()).parent / "nvrtc-pch"
 
     def _pch_options(self) -> list[str]:
         if self._dir is None:
-            from tilebench.config import make_private_dir
-
             root = make_private_dir(self.folder())
             for stale in root.iterdir():
                 if stale.name.isdigit() and not _alive(int(stale.name)):
@@ -182,7 +181,6 @@ class HeaderCache:
 
     def make_kept(self, head: str, options: list[str]) -> bool:
         """Make the PCH of `head` and `options` as a file for later servers; True when made."""
-        from tilebench.config import make_private_dir
 
         if not self.pinned:
             return False
@@ -293,7 +291,6 @@ def remember(source: str, options: list[str]) -> None:
     key = header_key(source, options)
     if _remembered == (os.getpid(), key):
         return
-    from tilebench.config import make_private_dir, write_private_file
 
     with contextlib.suppress(OSError):  # a cache folder that cannot be written only loses the prebuild
         folder = make_private_dir(HeaderCache.folder())
@@ -310,7 +307,6 @@ def prebuild(make: bool = True, guess: Guess | None = None) -> bool:
     where addresses are fixed, else for this server's workers only. `guess` (speculate's child) is waited
     for where it guessed right, and its PCH loaded. Off with TILEBENCH_PREBUILD_HEADERS=0; True
     when the workers forked from here will have a PCH."""
-    from tilebench.config import settings
 
     head, options = None, []
     try:
@@ -365,7 +361,6 @@ def speculate(make: bool) -> Guess | None:
     makes the kept PCH of the include set `guessed_include_set` names, so that its 2-3 s pass while tilelang
     imports (3-7 s) instead of after. prebuild settles it: where the guess was right, it loads that PCH.
     None where nothing is to be made (no guess, one kept already, no fixed addresses)."""
-    from tilebench.config import settings
 
     if not make or not _headers.pinned or not settings.prebuild_headers or settings.device_compiler == "nvcc":
         return None

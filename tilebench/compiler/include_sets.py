@@ -10,6 +10,7 @@ import functools
 import os
 
 from tilebench.compiler.nvrtc import base_options, nvrtc_options, nvrtc_source, source_head
+from tilebench.config import settings
 
 
 @functools.cache
@@ -89,7 +90,6 @@ def _tilelang_includes() -> list[str] | None:
 
 def target_arch() -> str:
     """The arch to compile for: the settings' target's, else the GPU's here, else the settings' default."""
-    from tilebench.config import settings
 
     arch = settings.target.get("arch") if isinstance(settings.target, dict) else None
     return arch or _gpu_arch() or settings.default_arch

@@ -3,7 +3,7 @@
 Nearly all of a TileLang kernel's device compile is parsing the CUDA/CuTe headers its source includes. On a
 4096^3 fp16 wgmma GEMM (2-core CPU): nvcc 2.9 s (0.5 s gcc preprocessing, 2.3 s cicc, 0.1 s ptxas); NVRTC
 1.7-2 s; NVRTC with a precompiled header (PCH) of the same #include lines 0.2-0.5 s. Which PCH a compile
-uses, and when one is made, is headers.py's job.
+uses, and when one is made, is headers.py's job; device_compile.py routes tilelang's device compiles here.
 
 tilelang's own callback (nvcc) stays the fallback: TILEBENCH_DEVICE_COMPILER=nvcc, no NVRTC library, an
 NVRTC whose CUDA major differs from the toolkit's, a fatbin target (several codes), nvcc flags in
@@ -17,7 +17,6 @@ import hashlib
 import re
 from typing import Any, Literal
 
-CALLBACK = "tilelang_callback_cuda_compile"  # the name tilelang's CUDA codegen calls
 _DIRECTIVE = re.compile(r"\s*(#.*)?$")  # blank or preprocessor lines: what a PCH can cover
 _CREATED_PCH = 0  # NVRTC_SUCCESS from nvrtcGetPCHCreateStatus
 _PCH_MESSAGE = re.compile(r'^"[^"]*": (creating|using) precompiled header file .*$', re.MULTILINE)
@@ -157,54 +156,3 @@ def nvrtc_source(code: str) -> str:
     if "cudaGridDependencySynchronize" in code or "cudaTriggerProgrammaticLaunchCompletion" in code:
         source = '#include "cuda_device_runtime_api.h"\n' + source
     return source
-
-
-def device_compile(code: str, target: Any, pass_config: dict | None = None) -> bytearray:
-    """The CUDA codegen's compile callback: NVRTC where it applies, else tilelang's nvcc callback."""
-    from tilelang.cache.cuda_binary_cache import CUDABinaryCache
-    from tilelang.contrib import nvcc
-    from tilelang.cuda.backend import tilelang_callback_cuda_compile
-    from tilelang.transform import PassConfigKey
-
-    from tilebench.config import settings
-
-    config = dict(pass_config or {})
-    target_arch, target_code = nvcc.get_target_arch_and_code(target)
-    if (
-        settings.device_compiler == "nvcc"
-        or not usable()
-        or len(nvcc.get_target_code_list(target_code)) > 1
-        or config.get(PassConfigKey.TL_DEVICE_COMPILE_FLAGS)
-    ):
-        return tilelang_callback_cuda_compile(code, target, pass_config)
-    options = nvrtc_options(target_arch, config)
-    key = CUDABinaryCache.make_key(
-        code=code,
-        target_kind=target.kind.name,
-        target_arch=target_arch,
-        target_code=[],
-        compile_format="cubin",
-        options=[f"nvrtc-{'.'.join(map(str, version() or ()))}", *options],
-    )
-    cached = CUDABinaryCache.load(key, "cubin")
-    if cached is not None:
-        return bytearray(cached)
-    from tilebench.compiler import headers
-
-    source = nvrtc_source(code)
-    try:
-        cubin = headers.compile_with_headers(source, options)
-    except NvrtcError:
-        if settings.device_compiler == "nvrtc":
-            raise
-        return tilelang_callback_cuda_compile(code, target, pass_config)  # nvcc's own error, if any
-    headers.remember(source, options)
-    CUDABinaryCache.save(key, "cubin", cubin)
-    return bytearray(cubin)
-
-
-def install() -> None:
-    """Route tilelang's CUDA device compiles in this process through device_compile."""
-    import tvm_ffi
-
-    tvm_ffi.register_global_func(CALLBACK, f=device_compile, override=True)

@@ -7,6 +7,7 @@ import difflib
 import enum
 from typing import Any
 
+from tilebench.compiler.runtime import tilelang
 from tilebench.config import settings
 
 BACKENDS = ("auto", "tvm_ffi", "cython", "nvrtc", "torch", "cutedsl")
@@ -21,7 +22,6 @@ def _config_name(key: Any) -> str:
 
 def pass_config_key(name: str) -> str:
     """A pass-config key from its PassConfigKey member name (TL_DISABLE_TMA_LOWER) or value (tl.disable_...)."""
-    from tilebench.compiler.runtime import tilelang
 
     keys = tilelang().PassConfigKey
     by_value = {member.value: member.value for member in keys}

@@ -1,37 +1,16 @@
-"""Load tilelang once, with tilebench's environment in place (cache dir, quiet, CUDA_HOME)."""
+"""Load tilelang once, with tilebench's environment in place (environment.py) and its hooks installed
+(the disk-cache guard, the mutation cache, NVRTC device compiles, kernel-cache saves)."""
 
 from __future__ import annotations
 
 import functools
 import logging
-import os
-import shutil
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tilebench.config import cache_root, make_private_dir, settings
-
-
-def tilelang_cache_dir() -> Path:
-    return settings.cache_dir / "tilelang"
-
-
-def prepare_environment() -> None:
-    """Point tilelang at tilebench's cache and quiet its per-compile INFO lines.
-
-    Safe to call many times; tilelang reads these variables when it compiles.
-    """
-    cache_root()  # never chmods: a folder tilebench did not create gets a `tilebench` subfolder instead
-    cache = make_private_dir(tilelang_cache_dir())
-    os.environ["TILELANG_CACHE_DIR"] = str(cache)
-    os.environ.setdefault("TILELANG_PRINT_ON_COMPILATION", "0")
-    if "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ:
-        # /usr/local/bin/nvcc may be a wrapper script, from which tilelang guesses CUDA_HOME=/usr/local.
-        for candidate in ("/usr/local/cuda", os.path.dirname(os.path.dirname(shutil.which("nvcc") or ""))):
-            if candidate and os.path.exists(os.path.join(candidate, "include", "cuda.h")):
-                os.environ["CUDA_HOME"] = candidate
-                break
+from tilebench.compiler import device_compile, export, mutation_cache
+from tilebench.compiler.cache import guard_disk_cache
+from tilebench.compiler.environment import prepare_environment
 
 
 @functools.cache
@@ -40,12 +19,9 @@ def tilelang() -> ModuleType:
     prepare_environment()
     import tilelang as tl
 
-    from tilebench.compiler import export, mutation_cache, nvrtc
-    from tilebench.compiler.cache import guard_disk_cache
-
     guard_disk_cache()
     mutation_cache.install()  # a kernel function's source rewritten once, not once per elaboration
-    nvrtc.install()  # device code through NVRTC
+    device_compile.install()  # device code through NVRTC
     export.install()  # kernel-cache saves without compiling the device binary as C
     # tilebench keeps one tilelang kernel per compile key by design; tilelang's hint to use
     # @tilelang.jit instead on every memory-cache hit is noise here.

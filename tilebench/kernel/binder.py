@@ -11,6 +11,8 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tilebench.kernel import native
+
 Binder = Callable[..., tuple[tuple, tuple]]
 
 
@@ -157,14 +159,12 @@ def _native_key_parser(
 ) -> Callable[..., tuple] | None:
     """The C KeyParser in front of `parser` when a call of the tensors alone, positionally, binds every
     compile-time parameter to its default and the defaults are this template's values; else None."""
-    from tilebench.kernel.native import load
-
-    native = load()
+    extension = native.load()
     parameters = list(signature.parameters.values())  # make_key_parser took no *args or **kwargs
     count = len(runtime_names)
     rest = parameters[count:]
     if (
-        native is None
+        extension is None
         or [p.name for p in parameters[:count]] != list(runtime_names)
         or any(p.kind != p.POSITIONAL_OR_KEYWORD for p in parameters[:count])
         or len(compile_values) != len(rest)
@@ -173,7 +173,7 @@ def _native_key_parser(
         return None
     index = {name: position for position, name in enumerate(runtime_names)}
     reads = [(index[arg], what == "stride", axis) for arg, what, axis in readers]
-    return native.KeyParser(count, tuple(compile_values), reads, parser)
+    return extension.KeyParser(count, tuple(compile_values), reads, parser)
 
 
 _UNSET = object()

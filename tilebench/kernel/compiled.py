@@ -111,7 +111,7 @@ class Kernel(TileLangKernelAPI):
     def artifacts(self) -> Any:
         """TIR, lowered TIR, CUDA, PTX, SASS, resources and layouts (collected once, on first use)."""
         if self._artifacts is None:
-            from tilebench.inspect.artifacts import collect_artifacts
+            from tilebench.inspect.artifacts import collect_artifacts  # late: loads numpy
 
             self._artifacts = collect_artifacts(self.build.jit_kernel, self.build.prim_func)
         return self._artifacts

@@ -58,7 +58,7 @@ def load() -> ModuleType | None:
     if os.environ.get("TILEBENCH_NO_NATIVE"):
         return None
     try:
-        from tilebench.kernel import _keyparse  # type: ignore[attr-defined]
+        from tilebench.kernel import _keyparse  # type: ignore[attr-defined]  # late: an optional C build
     except ImportError:
         return None
     return _keyparse if getattr(_keyparse, "VERSION", None) == VERSION else None

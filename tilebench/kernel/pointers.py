@@ -15,6 +15,7 @@ import math
 import numbers
 from typing import Any
 
+from tilebench.compiler.runtime import has_gpu
 from tilebench.compiler.schema import ParamSpec
 
 # cuda.h: CUpointer_attribute and CUmemorytype values
@@ -25,7 +26,6 @@ _DEVICE_MEMORY, _UNIFIED_MEMORY = 2, 4
 @functools.cache
 def _pointer_attribute() -> Any:
     """The driver's cuPointerGetAttribute, or None without a GPU (or without libcuda)."""
-    from tilebench.compiler.runtime import has_gpu
 
     if not has_gpu():
         return None

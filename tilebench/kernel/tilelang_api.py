@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tilebench.kernel.profiler import make_profiler
+from tilebench.measure.timer import require_gpu
+
 # Public JITKernel names served by tilelang's own kernel object, unchanged.
 FORWARDED = (
     "adapter",
@@ -80,13 +83,10 @@ class TileLangKernelAPI:
 
     def _require_timing(self, what: str) -> None:
         if self._untimed:
-            from tilebench.measure.timer import require_gpu
-
             require_gpu(f"{self.name}.{what} (autotuning compiled its configs but timed none)")
 
     def get_profiler(self, tensor_supply_type: Any = "auto") -> Any:
         """tilelang's Profiler for this kernel: assert_allclose, do_bench (tilebench's timer), run_once."""
-        from tilebench.kernel.profiler import make_profiler
 
         return make_profiler(self, tensor_supply_type)
 

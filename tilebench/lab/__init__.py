@@ -25,7 +25,7 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def _load_jupyter_server_extension(server_app: Any) -> None:
-    from tilebench.lab.handlers import setup_handlers
+    from tilebench.lab.handlers import setup_handlers  # late: loads jupyter_server
 
     setup_handlers(server_app.web_app)
     server_app.log.info("tilebench: /tilebench/runs (records, stop) and /tilebench/templates are served")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from tilebench.templates import source
+
 
 @dataclass(frozen=True)
 class Template:
@@ -70,7 +72,6 @@ def row_sum(A, block_M: int = 64, block_N: int = 128, threads: int = 128):
 
 def _hopper(magic_line: str, name: str, inputs: str) -> str:
     """A cell of a Hopper template (tilebench/templates/): the magic line, the template's file, its inputs."""
-    from tilebench.templates import source
 
     return f"{magic_line}\n{source(name)}\n\n{inputs}"
 

@@ -13,13 +13,21 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+import tilebench
+from tilebench.cluster.errors import ClusterError
 from tilebench.compat.scope import cell_modules, tilelang_as_tilebench
-from tilebench.compiler.options import LINE_DIRECTIVES
+from tilebench.compiler.options import BACKENDS, LINE_DIRECTIVES, pass_config_key
+from tilebench.compiler.runtime import has_gpu
+from tilebench.compiler.targets import TargetError, describe_target, resolve_target
 from tilebench.kernel import observe
+from tilebench.kernel.placeholders import is_placeholder
 from tilebench.magic.discover import bound_names, cell_kernels, read_names
-from tilebench.magic.errors import exit_error, fail, needs_device
+from tilebench.magic.errors import cell_line_of, exit_error, fail, needs_device
 from tilebench.magic.fingerprint import CellMemory, cell_key
 from tilebench.magic.result import CellResult, ProgramRun
+from tilebench.measure.result import Measurement
+from tilebench.tuner.space import tune
+from tilebench.workers.trial import measure_kernel
 
 MEMORY = CellMemory()
 _MISSING = object()
@@ -28,8 +36,6 @@ _MISSING = object()
 def _give_names(namespace: dict[str, Any]) -> None:
     """`T`, `tilelang`, `torch` and `tb` for the cell, unless the user bound those names already."""
     import torch  # heavy: loaded with the first cell, not with the magic
-
-    import tilebench
 
     for name, value in {**cell_modules(), "torch": torch, "tb": tilebench}.items():
         namespace.setdefault(name, value)
@@ -103,7 +109,6 @@ def _restore(namespace: dict[str, Any], saved: dict[str, Any]) -> None:
 def _inputs_for(jit: Any, args: tuple, kwargs: dict, explicit: Any) -> tuple | None:
     """The tensors to run the kernel with: `--inputs`, else the eager call's own tensors; None lets the
     benchmark worker make random ones from the kernel's parameters."""
-    from tilebench.kernel.placeholders import is_placeholder
 
     if explicit is not None:
         return tuple(explicit) if isinstance(explicit, (tuple, list)) else (explicit,)
@@ -120,8 +125,6 @@ LINE_OFFSET = 1
 
 def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[Any], Any]) -> CellResult:
     """The body of %%tilelang; `options` are the parsed magic arguments (`.call`: the call's words)."""
-    from tilebench.compiler.runtime import has_gpu
-    from tilebench.compiler.targets import describe_target, resolve_target
 
     namespace = shell.user_ns
     overrides = compile_overrides(options)
@@ -211,8 +214,6 @@ def _launch_chosen(options: Any, result: CellResult, namespace: dict[str, Any]) 
         return
     problems = result.limit_problems()
     if problems:
-        from tilebench.measure.result import Measurement
-
         result.run = Measurement("skipped", "not launched: " + "; ".join(problems))
     else:
         result.run = _run(options, result, namespace)
@@ -266,7 +267,6 @@ def _program_results(
 def _stop_note(stopped: BaseException | None, filename: str) -> str:
     if stopped is None:
         return ""
-    from tilebench.magic.errors import cell_line_of
 
     line = cell_line_of(stopped, filename)
     where = f" at cell line {line + LINE_OFFSET}" if line is not None else ""
@@ -342,7 +342,6 @@ def _warn_limits(result: CellResult) -> None:
 
 def _tune(options: Any, jit: Any, args: tuple, kwargs: dict, values: Any, namespace: dict[str, Any]) -> Any:
     """`--tune SPACE`: tune the kernel over the space (the dashboard shows it), then go on with the best."""
-    from tilebench.tuner.space import tune
 
     space = _evaluate(options.tune, namespace, "--tune")
     if not isinstance(space, dict) or not space:
@@ -370,7 +369,6 @@ def _tune(options: Any, jit: Any, args: tuple, kwargs: dict, values: Any, namesp
     }
     if options.cluster:
         tune_options["cluster"] = _cluster(options.cluster, namespace)
-    from tilebench.cluster.errors import ClusterError
 
     try:
         return jit.tune(*args, **{**kwargs, **choices}, tune_options=tune_options)
@@ -389,7 +387,6 @@ def _cluster(value: str, namespace: dict[str, Any]) -> Any:
 
 def _compile_only(tuned: Any) -> bool:
     """True when the tune ran without a GPU: its configs compiled (or failed to) but none was timed."""
-    from tilebench.compiler.runtime import has_gpu
 
     return not has_gpu() and any(record.status == "skipped" for record in tuned.records)
 
@@ -404,7 +401,6 @@ def _needs_arguments(jit: Any) -> bool:
 
 def _run(options: Any, result: CellResult, namespace: dict[str, Any]) -> Any:
     """The Run tab: the kernel checked against --ref and timed, in the isolated benchmark worker."""
-    from tilebench.workers.trial import measure_kernel
 
     args, kwargs = result.call
     values = result.values
@@ -424,8 +420,6 @@ def _run(options: Any, result: CellResult, namespace: dict[str, Any]) -> Any:
 
 def compile_overrides(options: Any) -> dict[str, Any]:
     """Compile options named on the magic line, validated (a bad one is a UsageError naming it)."""
-    from tilebench.compiler.options import BACKENDS, pass_config_key
-    from tilebench.compiler.targets import TargetError, resolve_target
 
     overrides: dict[str, Any] = {}
     if options.target is not None:

@@ -5,6 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import tilebench
+from tilebench.compiler.runtime import has_gpu, tilelang
+from tilebench.compiler.targets import describe_target, resolve_target
+from tilebench.config import settings
+from tilebench.kernel.cache import cache_info
+from tilebench.kernel.cache import clear_cache as clear
+from tilebench.magic.cell import MEMORY
+from tilebench.store import default_store
+from tilebench.store import records as frame
+
 
 class _Text(str):
     """Shown as plain text (no quotes) in IPython."""
@@ -15,11 +25,6 @@ class _Text(str):
 
 def info(shell: Any, words: list[str]) -> _Text:
     import torch
-
-    import tilebench
-    from tilebench.compiler.runtime import has_gpu, tilelang
-    from tilebench.compiler.targets import describe_target, resolve_target
-    from tilebench.config import settings
 
     device = torch.cuda.get_device_name() if has_gpu() else "none (compile-only)"
     return _Text(
@@ -35,14 +40,11 @@ def info(shell: Any, words: list[str]) -> _Text:
 
 
 def cache(shell: Any, words: list[str]) -> Any:
-    from tilebench.kernel.cache import cache_info
 
     return cache_info()
 
 
 def clear_cache(shell: Any, words: list[str]) -> _Text:
-    from tilebench.kernel.cache import clear_cache as clear
-    from tilebench.magic.cell import MEMORY
 
     cells = len(MEMORY)
     MEMORY.clear()
@@ -52,7 +54,6 @@ def clear_cache(shell: Any, words: list[str]) -> _Text:
 
 def records(shell: Any, words: list[str]) -> Any:
     """`%tilebench records [KERNEL]`: every stored tuning record (of one kernel) as a DataFrame."""
-    from tilebench.store import records as frame
 
     return frame(kernel=words[0] if words else None)
 
@@ -64,8 +65,6 @@ RUN_COLUMNS += ["target", "host", "pid"]
 def runs(shell: Any, words: list[str]) -> Any:
     """`%tilebench runs [KERNEL]`: the tuning runs in the store, newest first ("died": its process is gone)."""
     import pandas as pd
-
-    from tilebench.store import default_store
 
     rows = [
         {

@@ -5,6 +5,9 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from tilebench.compat.adopt import adopt
+from tilebench.compat.jit import jit
+
 
 def bound_names(tree: ast.Module) -> list[str]:
     """Names the cell binds at top level, in order (defs, classes, assignments, imports)."""
@@ -40,8 +43,6 @@ def cell_kernels(
 ) -> dict[str, Any]:
     """The cell's kernels by name: values it bound that are kernels by decoration (tb.jit, tilelang.jit,
     autotune, a PrimFunc). A plain function is one only when `-k` names it (a lazy factory)."""
-    from tilebench.compat.adopt import adopt
-    from tilebench.compat.jit import jit
 
     kernels = {}
     for name in names:

@@ -21,6 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tilebench.compiler.runtime import has_gpu
+from tilebench.inspect.spans import tile_op_lines
+from tilebench.measure.timer import NoDeviceError
+
 KINDS = ("python", "elaboration", "lowering", "nvcc", "other")
 _COMPILER = ("tilelang", "tvm", "tvm_ffi")  # modules whose frames mean tilelang was lowering
 
@@ -233,7 +237,6 @@ def _op_span_lines(chain: list[BaseException], op: str, filename: str) -> list[i
                 prim_func = candidate
     if prim_func is None:
         return None
-    from tilebench.inspect.spans import tile_op_lines
 
     return tile_op_lines(prim_func, op, _in_cell(filename) + "$")
 
@@ -332,8 +335,6 @@ def exit_error(exit: SystemExit) -> RuntimeError:
 
 def needs_device(error: BaseException) -> bool:
     """True when, without a GPU, the cell's program failed because it needed one (compile-only)."""
-    from tilebench.compiler.runtime import has_gpu
-    from tilebench.measure.timer import NoDeviceError
 
     if has_gpu():
         return False

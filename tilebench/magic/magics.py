@@ -9,7 +9,9 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from tilebench.magic.line import positive_number, tolerance
+from tilebench.magic.cell import run_cell
+from tilebench.magic.commands import COMMANDS, TAKES_A_KERNEL
+from tilebench.magic.line import parse, positive_number, tolerance
 
 
 @magics_class
@@ -104,9 +106,6 @@ class TileLangMagics(Magics):
         """
         from IPython.display import display
 
-        from tilebench.magic.cell import run_cell
-        from tilebench.magic.line import parse
-
         options = parse(line, self.tilelang)
         for needs_tune in ("cluster", "constraint"):
             if getattr(options, needs_tune) and options.tune is None:
@@ -124,7 +123,6 @@ class TileLangMagics(Magics):
 
         Versions and target; the kernel cache; clearing it; stored tuning records or runs as DataFrames.
         """
-        from tilebench.magic.commands import COMMANDS, TAKES_A_KERNEL
 
         words = line.split()
         name = words[0] if words else "info"

@@ -91,7 +91,7 @@ class CellResult:
     def panel(self) -> Any:
         """The kernel panel widget (built once)."""
         if self._panel is None:
-            from tilebench.views.panel import KernelPanel, KernelSelector
+            from tilebench.views.panel import KernelPanel, KernelSelector  # late: loads IPython, ipywidgets
 
             if len(self.programs) > 1:
                 self._panel = KernelSelector([(p.name or "kernel", p) for p in self.programs], self.summary())

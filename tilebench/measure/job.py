@@ -18,11 +18,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from tilebench.compiler.request import readable_error
+from tilebench.compiler import tir_json
+from tilebench.compiler.request import CompileRequest, readable_error
+from tilebench.compiler.runtime import tilelang, tilelang_do_bench
+from tilebench.compiler.schema import param_specs
 from tilebench.measure.check import compare
 from tilebench.measure.inputs import SUPPLY_TYPES, InputParam, output_tensors, supply, torch_dtype
 from tilebench.measure.result import Measurement, Status
-from tilebench.measure.timer import TIMING_BACKENDS, event_times
+from tilebench.measure.timer import TIMING_BACKENDS, event_times, summarize
 
 BenchResult = Measurement
 
@@ -72,7 +75,6 @@ def run_job(job: Callable[[], BenchResult]) -> BenchResult:
 def preload(device_index: int, open_context: bool = True) -> None:
     """Import tilelang and open the CUDA context before the first job, so no job's timeout pays for it
     (without `open_context` the first job opens it)."""
-    from tilebench.compiler.runtime import tilelang
 
     tilelang()
     import torch
@@ -168,8 +170,6 @@ class BenchJob:
         """A job for a PrimFunc compiled (into the disk cache) with ``compile_kwargs``, or a CompileRequest."""
         import cloudpickle
 
-        from tilebench.compiler.request import CompileRequest
-
         if not isinstance(source, CompileRequest):
             source = CompileRequest.from_func(source, compile_kwargs or {}, fields.pop("label", ""))
         elif compile_kwargs is not None:
@@ -247,17 +247,13 @@ class BenchJob:
     def _time_ref(self, inputs: list[Any], device: Any) -> float:
         import cloudpickle
 
-        from tilebench.measure.timer import summarize
-
         assert self.ref is not None
         ref, args = cloudpickle.loads(self.ref), _clone(inputs)
         return summarize(event_times(lambda: ref(*args), device, self.warmup_ms, self.rep_ms))
 
     def _load(self) -> tuple[Any, Any]:
-        from tilebench.compiler.runtime import tilelang
 
         tl = tilelang()
-        from tilebench.compiler import tir_json
 
         func = tir_json.load(self.tir_json)
         # deepcopy: a disk-cache load rewrites out_idx in place ([-1] -> [2]), changing later cache keys.
@@ -269,7 +265,6 @@ class BenchJob:
                 (tuple(int(d) for d in shape), str(dtype).removeprefix("torch."))
                 for shape, dtype in self.inputs
             )
-        from tilebench.compiler.schema import param_specs
 
         spec = []
         for param in param_specs(func, tuple(kernel.out_idx or ())):
@@ -378,7 +373,6 @@ class BenchJob:
 
     def _time_with_tilelang(self, fn: Callable[[], Any], device: Any, check: BenchResult) -> BenchResult:
         """tilelang's do_bench with CUPTI or CUDA-graph replay: median, min and max where it gives them."""
-        from tilebench.compiler.runtime import tilelang_do_bench
 
         timed = tilelang_do_bench(
             fn,

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from tilebench.config import make_private_dir, settings, write_private_file
+from tilebench.measure.timer import require_gpu, time_call
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,8 +29,6 @@ _MEMO: dict[str, Peaks] = {}
 def _measure(device: str) -> Peaks:
     import torch
 
-    from tilebench.measure.timer import time_call
-
     n = 8192
     a = torch.randn(n, n, device="cuda", dtype=torch.float16)
     b = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -44,8 +43,6 @@ def _measure(device: str) -> Peaks:
 def measured_peaks() -> Peaks:
     """This GPU's peaks; measured on first use (about two seconds), then read from the cache dir."""
     import torch
-
-    from tilebench.measure.timer import require_gpu
 
     require_gpu("measuring the device's peaks")
     device = f"{torch.cuda.get_device_name()} / torch {torch.__version__}"

@@ -13,6 +13,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tilebench.compat.adopt import adopt
+
 NAMES = ("attention", "gemm")
 
 
@@ -34,6 +36,5 @@ def module(name: str) -> ModuleType:
 
 def kernel(name: str) -> Any:
     """The template's kernel as a tilebench JIT (its `.compile`, `.tune`, `.bench`)."""
-    from tilebench.compat.adopt import adopt
 
     return adopt(getattr(module(name), name))

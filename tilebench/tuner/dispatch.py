@@ -18,7 +18,12 @@ import queue
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from tilebench.compiler.runtime import has_gpu
 from tilebench.store import Record
+from tilebench.tuner.key import machine_parts
+from tilebench.tuner.lanes import LANE_DONE, Lane, MeasureQueue, Work
+from tilebench.workers.pool import START_FAILED, shared_pool
+from tilebench.workers.warm import start_workers
 
 COMPILE_ONLY = "compile-only: no CUDA device to benchmark on"
 _POLL_S = 0.2  # waits are sliced so Ctrl-C and a stop request land promptly
@@ -71,7 +76,6 @@ def check_devices(devices: Any, device: Any) -> None:
 def resolve_devices(devices: Any, device: int | None = None) -> list[int]:
     """The CUDA ordinals to benchmark on: `device` alone when given, else `devices` ("all": every visible
     GPU). [] without a GPU (compile-only). An index past the last GPU is refused by name."""
-    from tilebench.compiler.runtime import has_gpu
 
     if not has_gpu():
         return []
@@ -87,7 +91,6 @@ def resolve_devices(devices: Any, device: int | None = None) -> list[int]:
 
 
 def gpu_name(device: int) -> str:
-    from tilebench.tuner.key import machine_parts
 
     return machine_parts(device)["gpu_name"]
 
@@ -95,7 +98,6 @@ def gpu_name(device: int) -> str:
 def machine_of(devices: Sequence[int]) -> dict[str, str]:
     """The tuning key's machine parts for a run over `devices`: those of the first, with every distinct
     GPU model named (records measured on another mix of models are not reused)."""
-    from tilebench.tuner.key import machine_parts
 
     parts = machine_parts(devices[0])
     parts["gpu_name"] = " + ".join(sorted({gpu_name(d) for d in devices}))
@@ -141,7 +143,6 @@ def for_gpu(job: Any, device: int, gpu: str | None, best_by_gpu: dict[str | None
 def compile_failure(config: dict, status: str, message: str, seconds: float | None) -> Record:
     """The record of a config that did not compile; the pool's own failure to start is `skipped` (not the
     config's fault: a later run retries it)."""
-    from tilebench.workers.pool import START_FAILED
 
     if message.startswith(START_FAILED):
         status = "skipped"
@@ -160,7 +161,6 @@ class LocalExecutor:
         gpus: Sequence[str] | None = None,
     ) -> None:
         """`gpus`: the devices' names (default: read from CUDA), stamped on their records."""
-        from tilebench.workers.pool import shared_pool
 
         self.devices = list(devices)
         self.gpus = list(gpus) if gpus is not None else [gpu_name(d) for d in self.devices]
@@ -170,7 +170,6 @@ class LocalExecutor:
     def start(self) -> None:
         """Start the compile server and the benchmark workers now, from this (long-lived) thread: they warm
         up while the first batch elaborates and compiles, and a worker dies with the thread that started it."""
-        from tilebench.workers.warm import start_workers
 
         start_workers(self.devices)  # one benchmark worker per lane: slot n for a device's n-th listing
 
@@ -188,8 +187,6 @@ class LocalExecutor:
 
     def run(self, candidates: list[Candidate], sink: Sink) -> None:
         """Compile every candidate; measure the compiled ones on the lanes; keep each record as it comes."""
-        from tilebench.tuner.lanes import Lane, MeasureQueue, Work
-        from tilebench.workers.pool import shared_pool
 
         def record(work: Work, result: Any) -> Record:
             headers = work.compiled.headers or None
@@ -248,7 +245,6 @@ class LocalExecutor:
     def _collect(done: queue.Queue, sink: Sink, wait_s: float) -> int:
         """Keep the records the lanes have finished (waiting up to wait_s for the first); how many lanes
         ended meanwhile."""
-        from tilebench.tuner.lanes import LANE_DONE
 
         ended = 0
         try:

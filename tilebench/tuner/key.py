@@ -30,7 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from tilebench.compiler.build import is_prim_func
+from tilebench.compiler.environment import prepare_environment
+from tilebench.compiler.runtime import tilelang
 from tilebench.config import __version__
+from tilebench.kernel.describe import describe_value
 from tilebench.store.schema import tuning_key
 from tilebench.tuner.protocol import TunableKernel
 
@@ -115,8 +118,6 @@ def build_key(
     a cluster's GPU workers), else those of `options.device` (default 0) when `gpu`, else "none"."""
     import torch
 
-    from tilebench.compiler.runtime import tilelang
-
     walker = _Walker()
     kernel_source = walker.fingerprint(jit)
     signature = ", ".join(f"{name}={walker.describe(value)}" for name, value in fixed.items())
@@ -200,8 +201,7 @@ def cuda_driver_version() -> str:
 @functools.cache
 def nvcc_version() -> str:
     """The version of the nvcc tilelang compiles with ("V13.0.88"); "none" when there is none."""
-    from tilebench.compiler.runtime import prepare_environment
-    from tilebench.inspect.artifacts import find_cuda_tool
+    from tilebench.inspect.artifacts import find_cuda_tool  # late: loads numpy
 
     prepare_environment()  # CUDA_HOME as tilelang sees it
     nvcc = find_cuda_tool("nvcc")
@@ -414,7 +414,6 @@ class _Walker:
         """A call argument: code by fingerprint (its reads walked like the kernel's), the rest by value."""
         if callable(value) and not isinstance(value, type):
             return f"code:{self.fingerprint(value)}"
-        from tilebench.kernel.describe import describe_value
 
         return describe_value(value)
 

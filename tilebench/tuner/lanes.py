@@ -19,6 +19,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from tilebench.measure.job import join_steps
+from tilebench.workers.bench import shared_worker
+
 LANE_DONE = object()  # put on `done` by a lane as it ends
 _WAIT_S = 0.2  # a waiting lane looks again this often (a stop or close also wakes it)
 
@@ -130,7 +133,6 @@ class Lane(threading.Thread):
         record_of: RecordOf,
         timeout_s: float,
     ) -> None:
-        from tilebench.workers.bench import shared_worker
 
         super().__init__(name=f"tilebench-lane-{device}.{slot}", daemon=True)
         self.device, self.slot, self.gpu = device, slot, gpu
@@ -170,7 +172,6 @@ class Lane(threading.Thread):
         return None
 
     def _time_in_full(self, work: Work) -> Any:
-        from tilebench.measure.job import join_steps
 
         work.where = {"gpu": self.gpu, "device": self.device, "lane": self.slot}
         full = dataclasses.replace(work.job.steps()[1], device_index=self.device)

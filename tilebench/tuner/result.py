@@ -6,13 +6,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from tilebench.kernel.placeholders import Placeholder
+from tilebench.store.frames import records_frame
+
 
 def _show(value: Any) -> str:
     """Tensors as the placeholder that stands for them (seed 001's `tl.place(...)`), the rest as repr."""
     shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
     if shape is not None and dtype is not None and callable(getattr(value, "stride", None)):
-        from tilebench.kernel.placeholders import Placeholder
-
         strides = tuple(value.stride())
         contiguous = Placeholder(*tuple(shape), dtype=dtype)
         extra = "" if strides == contiguous.stride() else f", strides={strides}"
@@ -113,7 +114,6 @@ class TuneResult:
 
     def to_pandas(self) -> Any:
         """One row per config: its parameters, status, latency (ms, also as `latency`), TFLOP/s, message."""
-        from tilebench.store.frames import records_frame
 
         frame = records_frame(self.records)
         frame.insert(frame.columns.get_loc("median_ms"), "latency", frame["median_ms"])

@@ -196,7 +196,7 @@ class TuneDashboard:
         self.curve = _best_curve_figure()
         self.counters = widgets.HTML()
         self.failures = widgets.HTML()
-        from tilebench.views.stop import StopButton
+        from tilebench.views.stop import StopButton  # late: loads IPython, anywidget, ipywidgets
 
         self.stop_button = StopButton(on_stop=self.request_stop)
         for control in (self.x, self.y, self.metric):

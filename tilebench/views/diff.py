@@ -59,7 +59,7 @@ class SourceDiff:
         return f"{self.what}: {self.added} lines added, {self.removed} removed"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from tilebench.views.code import CodeView
+        from tilebench.views.code import CodeView  # late: loads IPython, anywidget, ipywidgets
 
         if self.identical:
             return {"text/plain": self.summary()}

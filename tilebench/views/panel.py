@@ -12,6 +12,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from tilebench.kernel.tilelang_api import without_line_directives
+from tilebench.views.resources import resources_html
 
 TABS = ("Source", "TIR", "Lowered TIR", "CUDA", "PTX", "SASS", "Resources", "Layouts", "Run")
 
@@ -25,7 +26,7 @@ def _message(text: str) -> widgets.HTML:
 def _code(text: str | None, language: str, title: str, missing: str) -> widgets.Widget:
     if not text:
         return _message(missing)
-    from tilebench.views.code import CodeView
+    from tilebench.views.code import CodeView  # late: loads IPython, anywidget, ipywidgets
 
     return CodeView(code=text, language=language, title=title)
 
@@ -144,12 +145,11 @@ class KernelPanel(widgets.VBox):
         return f"<div class='tilebench-header'><b>{html.escape(head)}</b>{lines}</div>"
 
     def _resources(self) -> widgets.Widget:
-        from tilebench.views.resources import resources_html
 
         return widgets.HTML(resources_html(self.result.artifacts.resources))
 
     def _layouts(self) -> widgets.Widget:
-        from tilebench.views.layouts import LayoutView
+        from tilebench.views.layouts import LayoutView  # late: loads IPython, ipywidgets, numpy, plotly
 
         art = self.result.artifacts
         if not art.layouts:

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 
+from tilebench.compiler.environment import prepare_environment
 from tilebench.compiler.request import readable_error
-from tilebench.compiler.runtime import prepare_environment
 from tilebench.measure.job import BenchResult, preload, run_job
 from tilebench.workers.supervisor import (
     START_TIMEOUT,

@@ -8,6 +8,7 @@ from typing import Any
 from tilebench.compiler.build import Build, CompileError, compile_primfunc, kernel_name
 from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.targets import resolve_target
+from tilebench.workers.pool import compile_in_pool
 
 
 def compile_all(
@@ -18,7 +19,6 @@ def compile_all(
     on_done: Callable[[int, Any], None] | None = None,
 ) -> list[Build | CompileError]:
     """A Build or a CompileError per PrimFunc, in order. Failures never raise here."""
-    from tilebench.workers.pool import compile_in_pool
 
     target = resolve_target(options.target_dict_or_str())
     report = (lambda outcome: on_done(outcome.index, outcome)) if on_done else None

@@ -26,13 +26,15 @@ from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from typing import TYPE_CHECKING
 
+from tilebench.compiler import headers
+from tilebench.compiler.environment import prepare_environment
 from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.request import (
     CompileOutcome,
     CompileRequest,
     postproc_callback_here,
 )
-from tilebench.compiler.runtime import prepare_environment
+from tilebench.compiler.runtime import tilelang
 from tilebench.compiler.targets import TargetSpec, resolve_target
 from tilebench.workers import server
 from tilebench.workers.supervisor import (
@@ -67,7 +69,6 @@ def script_hint(exitcode: int | None) -> str:
 
 def _compile_here(requests: Iterable[CompileRequest]) -> Iterator[CompileOutcome]:
     """Each request compiled in this process, in order (no timeout, no crash isolation)."""
-    from tilebench.compiler import headers
 
     for index, request in enumerate(requests):
         started = time.monotonic()
@@ -81,8 +82,6 @@ def _worker_main(conn: Connection, cache_dir: str) -> None:
 
     Only strings and a float go back: no exception object, so no traceback (or what it pins) is pickled.
     """
-    from tilebench.compiler import headers
-    from tilebench.compiler.runtime import tilelang
 
     tilelang()
     os.environ["TILELANG_CACHE_DIR"] = cache_dir  # the pool's folder, whatever settings say in this process

@@ -16,6 +16,8 @@ import os
 from collections.abc import Iterator
 from multiprocessing.context import BaseContext
 
+from tilebench.compiler.environment import prepare_environment
+from tilebench.config import settings
 from tilebench.workers.supervisor import hidden_main
 
 PRELOAD = "tilebench.workers.server_preload"
@@ -41,7 +43,6 @@ def start(prebuild: bool = False) -> None:
     """Start the server now, without waiting: it imports tilelang while the caller goes on. With
     `prebuild` (warm_up, Dask workers: no compile is waiting yet) it also precompiles the CUDA headers
     its workers will include (headers.prebuild), which makes their compiles faster but the server later."""
-    from tilebench.compiler.runtime import prepare_environment
 
     if forks_workers():
         prepare_environment()  # the server's environment is the one workers get
@@ -65,7 +66,6 @@ def fixed_addresses() -> Iterator[None]:
     ADDR_NO_RANDOMIZE, for that process tree only), so that they can load a PCH an earlier server kept
     (headers.py). Nothing changes where the kernel refuses it, or with TILEBENCH_KEEP_HEADERS=0 or
     TILEBENCH_PREBUILD_HEADERS=0."""
-    from tilebench.config import settings
 
     wanted = settings.keep_headers and settings.prebuild_headers
     libc = ctypes.CDLL(None, use_errno=True)
@@ -76,13 +76,6 @@ def fixed_addresses() -> Iterator[None]:
     finally:
         if changed:
             libc.personality(current)
-
-
-def start_early() -> None:
-    """At `import tilebench`: start the server and the workers early (see warm.start_early)."""
-    from tilebench.workers.warm import start_early as start_workers_early
-
-    start_workers_early()
 
 
 def wait_ready() -> None:

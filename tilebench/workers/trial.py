@@ -11,7 +11,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tilebench.compiler.runtime import has_gpu
+from tilebench.measure.job import BenchJob, run_job
+from tilebench.measure.peaks import measured_peaks
 from tilebench.measure.result import Measurement
+from tilebench.workers.bench import shared_worker
 
 _MAX_SENT_BYTES = 1 << 30  # inputs above this are described (shape, dtype) and made up in the worker
 
@@ -37,8 +40,6 @@ def measure_kernel(
         return Measurement("skipped", "compile-only: no CUDA device")
     import torch
 
-    from tilebench.measure.job import BenchJob, run_job
-
     device = torch.cuda.current_device()
     build = kernel.build
     job = BenchJob.create(
@@ -58,12 +59,7 @@ def measure_kernel(
         nbytes=nbytes,
         device_index=device,
     )
-    if isolated:
-        from tilebench.workers.bench import shared_worker
-
-        result = shared_worker(device).run(job, timeout_s)
-    else:
-        result = run_job(job)
+    result = shared_worker(device).run(job, timeout_s) if isolated else run_job(job)
     with_peak(result, flops, nbytes)
     return result
 
@@ -84,7 +80,6 @@ def with_peak(result: Measurement, flops: float | None, nbytes: float | None) ->
     """Add the share of this device's measured peak (fp16 matmul for FLOPs, copy bandwidth for bytes)."""
     if result.median_ms is None or not (flops or nbytes):
         return
-    from tilebench.measure.peaks import measured_peaks
 
     peaks = measured_peaks()
     if result.tflops is not None:

@@ -14,6 +14,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from tilebench.workers import server
+from tilebench.workers.bench import shared_worker
+from tilebench.workers.pool import shared_pool
+
 if TYPE_CHECKING:
     from tilebench.workers.bench import BenchmarkWorker
 
@@ -41,8 +45,6 @@ def start_workers(
     Call it from a long-lived thread: a worker dies with the thread that started it. `wait=True` returns
     once all are ready: False when a benchmark worker cannot start (its first job says why).
     """
-    from tilebench.workers import server
-    from tilebench.workers.pool import shared_pool
 
     server.start(prebuild=prebuild)
     forking = shared_pool().prestart_in_background() if prestart else None  # forked once the server is up
@@ -61,7 +63,6 @@ def _bench_workers(devices: Sequence[int]) -> list[BenchmarkWorker]:
     """The shared benchmark worker of each listing of a device (slot n for its n-th listing)."""
     if not devices:
         return []
-    from tilebench.workers.bench import shared_worker
 
     listed: dict[int, int] = {}
     workers = []
@@ -89,7 +90,6 @@ def start_early() -> None:
     tilelang beside the program (which is importing torch and tilelang itself) instead of after its first
     tune. Not in a process of tilebench's own, a multiprocessing child, a Jupyter server (which imports
     tilebench for the lab extension's handlers, never to compile), or with TILEBENCH_START_SERVER=0."""
-    from tilebench.workers import server
 
     if (
         os.environ.get(server.START_ENV, "1") == "0" or server.PREBUILD_ENV in os.environ

@@ -1,0 +1,64 @@
+"""tilelang's CUDA device compiles routed through NVRTC with precompiled headers (nvrtc.py, headers.py).
+
+tilelang's own callback (nvcc) stays the fallback: TILEBENCH_DEVICE_COMPILER=nvcc, no NVRTC library, an
+NVRTC whose CUDA major differs from the toolkit's, a fatbin target (several codes), nvcc flags in
+TL_DEVICE_COMPILE_FLAGS, or a source NVRTC refuses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilebench.compiler import headers
+from tilebench.compiler.nvrtc import NvrtcError, nvrtc_options, nvrtc_source, usable, version
+from tilebench.config import settings
+
+CALLBACK = "tilelang_callback_cuda_compile"  # the name tilelang's CUDA codegen calls
+
+
+def device_compile(code: str, target: Any, pass_config: dict | None = None) -> bytearray:
+    """The CUDA codegen's compile callback: NVRTC where it applies, else tilelang's nvcc callback."""
+    from tilelang.cache.cuda_binary_cache import CUDABinaryCache
+    from tilelang.contrib import nvcc
+    from tilelang.cuda.backend import tilelang_callback_cuda_compile
+    from tilelang.transform import PassConfigKey
+
+    config = dict(pass_config or {})
+    target_arch, target_code = nvcc.get_target_arch_and_code(target)
+    if (
+        settings.device_compiler == "nvcc"
+        or not usable()
+        or len(nvcc.get_target_code_list(target_code)) > 1
+        or config.get(PassConfigKey.TL_DEVICE_COMPILE_FLAGS)
+    ):
+        return tilelang_callback_cuda_compile(code, target, pass_config)
+    options = nvrtc_options(target_arch, config)
+    key = CUDABinaryCache.make_key(
+        code=code,
+        target_kind=target.kind.name,
+        target_arch=target_arch,
+        target_code=[],
+        compile_format="cubin",
+        options=[f"nvrtc-{'.'.join(map(str, version() or ()))}", *options],
+    )
+    cached = CUDABinaryCache.load(key, "cubin")
+    if cached is not None:
+        return bytearray(cached)
+
+    source = nvrtc_source(code)
+    try:
+        cubin = headers.compile_with_headers(source, options)
+    except NvrtcError:
+        if settings.device_compiler == "nvrtc":
+            raise
+        return tilelang_callback_cuda_compile(code, target, pass_config)  # nvcc's own error, if any
+    headers.remember(source, options)
+    CUDABinaryCache.save(key, "cubin", cubin)
+    return bytearray(cubin)
+
+
+def install() -> None:
+    """Route tilelang's CUDA device compiles in this process through device_compile."""
+    import tvm_ffi
+
+    tvm_ffi.register_global_func(CALLBACK, f=device_compile, override=True)
