@@ -51,6 +51,22 @@ export interface ITemplate {
 
 /** GET /tilebench/<path> as JSON; throws with the server's message on an error status. */
 export async function requestAPI<T>(path: string): Promise<T> {
+  return (await request<T>(path)).data;
+}
+
+/** A list the server read from the record store, and how many malformed rows it left out of it. */
+export interface IListed<T> {
+  items: T[];
+  skipped: number;
+}
+
+/** GET /tilebench/<path>, a JSON list, with its X-Tilebench-Skipped count (tilebench/lab/handlers.py). */
+export async function requestList<T>(path: string): Promise<IListed<T>> {
+  const { data, response } = await request<T[]>(path);
+  return { items: data, skipped: Number(response.headers.get('X-Tilebench-Skipped') ?? 0) || 0 };
+}
+
+async function request<T>(path: string): Promise<{ data: T; response: Response }> {
   const settings = ServerConnection.makeSettings();
   const url = URLExt.join(settings.baseUrl, 'tilebench', path);
   const response = await ServerConnection.makeRequest(url, {}, settings);
@@ -65,7 +81,7 @@ export async function requestAPI<T>(path: string): Promise<T> {
     const message = (data && data.message) || text || response.statusText;
     throw new ServerConnection.ResponseError(response, `tilebench: GET ${path}: ${message}`);
   }
-  return data as T;
+  return { data: data as T, response };
 }
 
 /** A 2x2 grid of tiles, one lit: the icon of the sidebar and the launcher items. */

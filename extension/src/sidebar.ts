@@ -5,7 +5,7 @@
  */
 import { Widget } from '@lumino/widgets';
 
-import { IRecord, IRun, requestAPI, tilebenchIcon } from './api';
+import { IRecord, IRun, requestList, tilebenchIcon } from './api';
 
 export const RUNS_PANEL_ID = 'tilebench-runs';
 const FAST_MS = 2000;
@@ -60,6 +60,11 @@ function when(seconds: number | null): string {
   return today ? date.toLocaleTimeString() : date.toLocaleString();
 }
 
+/** "3 malformed rows skipped", or '' for none: rows of the record store that did not parse. */
+function skippedText(skipped: number): string {
+  return skipped > 0 ? `${skipped} malformed row${skipped === 1 ? '' : 's'} skipped` : '';
+}
+
 function progressText(run: IRun): string {
   return run.total ? `${run.count}/${run.total}` : `${run.count}`;
 }
@@ -97,10 +102,13 @@ export class RunsPanel extends Widget {
   async refresh(): Promise<void> {
     window.clearTimeout(this._timer);
     try {
-      this._runs = await requestAPI<IRun[]>('runs');
-      this._message.textContent = this._runs.length
-        ? ''
-        : 'No tuning runs yet: tune a kernel (kernel.tune(...) or %%tilelang --tune) and it shows here.';
+      const { items, skipped } = await requestList<IRun>('runs');
+      this._runs = items;
+      this._message.textContent =
+        skippedText(skipped) ||
+        (this._runs.length
+          ? ''
+          : 'No tuning runs yet: tune a kernel (kernel.tune(...) or %%tilelang --tune) and it shows here.');
       this._message.dataset.state = 'ok';
       this._renderRuns();
       await this._renderRecords();
@@ -190,7 +198,8 @@ export class RunsPanel extends Widget {
       this._records.hidden = true;
       return;
     }
-    const records = await requestAPI<IRecord[]>(`runs/${encodeURIComponent(run.run_id)}/records`);
+    const listed = await requestList<IRecord>(`runs/${encodeURIComponent(run.run_id)}/records`);
+    const records = listed.items;
     const params = Array.from(new Set(records.flatMap(record => Object.keys(record.config))));
     const speed = records.some(record => record.tflops !== null) ? 'tflops' : 'gbps';
     const head = h(
@@ -220,7 +229,12 @@ export class RunsPanel extends Widget {
     this._records.hidden = false;
     this._records.dataset.runId = run.run_id;
     this._records.replaceChildren(
-      h('h3', {}, `${run.kernel}: ${records.length} record${records.length === 1 ? '' : 's'}`),
+      h(
+        'h3',
+        {},
+        `${run.kernel}: ${records.length} record${records.length === 1 ? '' : 's'}`,
+        listed.skipped > 0 && ` (${skippedText(listed.skipped)})`
+      ),
       h('table', { class: 'tb-records-table' }, h('thead', {}, head), h('tbody', {}, ...body))
     );
   }

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 from test_lab_extension import STARTUP_S, Server, _free_port, _jupyter_env, _strict_json
@@ -155,3 +156,37 @@ def test_a_store_another_process_holds_answers_503_busy_at_once_and_reads_go_on(
     status, text = server.get(f"/tilebench/runs/{run_id}/stop", method="POST")
     assert (status, _strict_json(text)["status"]) == (200, "stopping")
     store.finish_run(run_id, "stopped")
+
+
+def _headers(server: Server, path: str) -> tuple[int, dict[str, str], str]:
+    """(status, headers, body) of a GET with the server's token."""
+    request = urllib.request.Request(server.url + path)
+    request.add_header("Authorization", f"token {server.token}")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status, dict(response.headers), response.read().decode()
+
+
+def test_malformed_rows_are_skipped_and_counted_not_a_500(server, store):
+    """A run whose key_json does not parse, one with an unknown status and a record with a text latency:
+    the lists answer 200, without what they cannot read, and X-Tilebench-Skipped counts it."""
+    good, unknown = store.start_run("gemm", total=2), store.start_run("gemm")
+    fine, bad = store.add_records([Record({"b": b}, "ok", median_ms=0.1, run_id=good) for b in (1, 2)])
+    with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as conn:
+        conn.execute("UPDATE runs SET key_json = '{oops' WHERE run_id = ?", (good,))
+        conn.execute("UPDATE runs SET status = 'exploded' WHERE run_id = ?", (unknown,))
+        conn.execute("UPDATE records SET median_ms = 'abc' WHERE id = ?", (bad.id,))
+    try:
+        status, headers, text = _headers(server, "/tilebench/runs")
+        listed = {run["run_id"]: run for run in _strict_json(text)}
+        assert status == 200 and headers["X-Tilebench-Skipped"] == "2"  # good's key_json, unknown's status
+        assert unknown not in listed and listed[good]["key_parts"] is None
+        status, headers, text = _headers(server, f"/tilebench/runs/{good}/records")
+        assert (status, headers["X-Tilebench-Skipped"]) == (200, "1")
+        assert [r["id"] for r in _strict_json(text)] == [fine.id]
+        assert f"record {bad.id} in {store.path} has malformed median_ms" in server.log.read_text()
+    finally:
+        with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as conn:
+            conn.execute("DELETE FROM runs WHERE run_id IN (?, ?)", (good, unknown))
+            conn.execute("DELETE FROM records WHERE run_id = ?", (good,))
+    _, headers, _ = _headers(server, "/tilebench/runs")
+    assert headers["X-Tilebench-Skipped"] == "0"

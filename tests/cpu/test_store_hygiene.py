@@ -113,6 +113,41 @@ def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):
     assert store.run(new).host is not None  # a new run in the migrated file stores its host
 
 
+def test_a_version_3_store_gets_run_models_filled_from_its_records(tmp_path):
+    """Migrating to version 4 fills run_models from the stored records (resumed ones included, malformed
+    latencies left out) and recomputes each run's best; later writes move it on from there."""
+    from test_store_load import recomputed_best
+
+    store = RecordStore(tmp_path / "records.sqlite")
+    first, second = store.start_run("gemm"), store.start_run("gemm")
+    store.add_records(
+        [
+            Record({"b": b}, "ok", median_ms=ms, run_id=first, gpu=gpu)
+            for b, (ms, gpu) in enumerate([(1.0, "H100"), (0.4, "H200"), (0.8, "H100"), (0.6, None)])
+        ]  # fmt: skip
+    )
+    store.add_resumed(second, store.records(run_id=first)[:2])
+    store.add_record(Record({"b": 9}, "ok", median_ms=0.3, run_id=second, gpu="H200"))
+    before = {run.run_id: (run.best_latency_ms, run.best_config) for run in store.runs()}
+    with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as conn:
+        conn.execute("DROP TABLE run_models")
+        conn.execute("UPDATE runs SET best_latency_ms = NULL, best_config_json = NULL")
+        conn.execute(
+            "INSERT INTO records (run_id, key, config_json, config_hash, status, median_ms, created) "
+            "VALUES (?, 'k', '{}', 'h', 'ok', 'abc', 1.0)",
+            (first,),
+        )
+        conn.execute("PRAGMA user_version = 3")
+    after = {run.run_id: (run.best_latency_ms, run.best_config) for run in store.runs()}
+    assert after == before == {first: (0.8, {"b": 2}), second: (0.3, {"b": 9})}
+    store.add_record(Record({"b": 10}, "ok", median_ms=0.2, run_id=first, gpu="H100"))
+    assert (store.run(first).best_latency_ms, store.run(first).best_config) == (0.2, {"b": 10})
+    with pytest.warns(RecordStoreWarning, match="median_ms"):
+        assert recomputed_best(store.records(run_id=first)) == (0.2, {"b": 10})
+    with contextlib.closing(sqlite3.connect(store.path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
 def test_store_files_are_private(tmp_path):
     store = RecordStore(tmp_path / "deeper" / "still" / "records.sqlite")
     store.start_run("gemm")
@@ -203,3 +238,131 @@ def test_a_resumed_run_lists_the_configs_it_answered_from_the_store(tmp_path):
     with tb.settings.scope(TILEBENCH_CACHE_DIR=str(tmp_path)):
         [shown] = [r for r in list_runs(None, None, 10) if r["run_id"] == again.run_id]
     assert shown["best_latency_ms"] == 0.01 and shown["count"] == 3 and shown["status"] == "done"
+
+
+# ---------------------------------------------------------------------------
+# Foreign files with tilebench's table names, malformed rows of every kind, values that cannot be stored
+# ---------------------------------------------------------------------------
+
+
+def test_a_foreign_file_with_runs_and_records_tables_of_other_columns_is_left_unchanged(tmp_path):
+    """Another program's file with tables named runs and records (no application_id, as version 1 had
+    none) is refused on its columns, before its journal mode or schema is touched."""
+    path = tmp_path / "records.sqlite"
+    digest = sqlite_file(
+        path,
+        "CREATE TABLE runs (id INTEGER PRIMARY KEY, athlete TEXT, km REAL)",
+        "CREATE TABLE records (id INTEGER PRIMARY KEY, event TEXT, seconds REAL)",
+        "INSERT INTO runs VALUES (1, 'ann', 5.0)",
+    )
+    for call in (
+        lambda s: s.runs(),
+        lambda s: s.start_run("gemm"),
+        lambda s: s.add_record(Record({}, "ok", key="k")),
+    ):
+        with pytest.raises(RecordStoreError, match="not a tilebench record store") as error:
+            call(RecordStore(path))
+        assert "its records table has columns" in str(error.value) or "its runs table has columns" in str(
+            error.value
+        )
+        assert str(path) in str(error.value) and "left unchanged" in str(error.value)
+    assert untouched(path, digest)
+
+
+@pytest.fixture
+def broken(tmp_path):
+    """A store with one malformed thing of each kind: run `bad_key` has malformed key_json, run `bogus` an
+    unknown status; of run `bad_key`'s records, one has a text latency, one an unknown status, one a
+    config that is JSON but not an object."""
+    store = RecordStore(tmp_path / "cache" / "records.sqlite")
+    bad_key, bogus = store.start_run("gemm", total=6), store.start_run("gemm")
+    records = store.add_records(
+        [Record({"b": b}, "ok", median_ms=1.0 + b, run_id=bad_key, gpu="H100") for b in range(5)]
+    )
+    with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as conn:
+        conn.execute("UPDATE runs SET key_json = '{\"target\": ' WHERE run_id = ?", (bad_key,))
+        conn.execute("UPDATE runs SET status = 'exploded' WHERE run_id = ?", (bogus,))
+        conn.execute("UPDATE records SET median_ms = 'abc' WHERE id = ?", (records[1].id,))
+        conn.execute("UPDATE records SET status = 'weird' WHERE id = ?", (records[2].id,))
+        conn.execute("UPDATE records SET config_json = '[1, 2]' WHERE id = ?", (records[3].id,))
+    return store, bad_key, bogus, [r.id for r in records]
+
+
+def test_every_reader_skips_malformed_rows_naming_them_and_counting_them(broken):
+    store, bad_key, bogus, ids = broken
+    with pytest.warns(RecordStoreWarning, match=r"2 malformed rows skipped") as caught:
+        runs = store.runs()
+    assert f"run '{bad_key}'" in str(caught[0].message) and f"run '{bogus}'" in str(caught[0].message)
+    assert [run.run_id for run in runs] == [bad_key] and runs.skipped == 2 and runs[0].key_parts is None
+    with pytest.warns(RecordStoreWarning, match=f"run '{bad_key}' in .* has malformed key_json"):
+        assert store.run(bad_key).best_latency_ms == 1.0
+    with pytest.warns(RecordStoreWarning, match=f"record {ids[1]} in .* has malformed median_ms") as caught:
+        records = store.records(run_id=bad_key)
+    assert "3 malformed rows skipped" in str(caught[0].message)
+    assert [r.id for r in records] == [ids[0], ids[4]] and records.skipped == 3
+    with pytest.warns(RecordStoreWarning, match=f"record {ids[2]} in .* has malformed status"):
+        assert store.records(status="weird") == []
+    with pytest.warns(
+        RecordStoreWarning,
+        match=rf"2 malformed rows skipped: record {ids[1]} \(median_ms\), record {ids[3]} \(config_json\)\.",
+    ):
+        assert sorted(r.id for r in store.measured(records[0].key).values()) == [ids[0], ids[4]]
+    with pytest.warns(RecordStoreWarning, match=rf"record {ids[3]} \(config_json\)"):
+        frame = store.to_pandas(run_id=bad_key)
+    assert list(frame["id"]) == [ids[0], ids[4]] and frame.attrs["skipped"] == 3
+    with tb.settings.scope(TILEBENCH_CACHE_DIR=str(store.path.parent)), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RecordStoreWarning)
+        listed = list_runs(None, None, 10)
+        assert [r["run_id"] for r in listed] == [bad_key] and listed.skipped == 2
+        listed = list_records(bad_key, None)
+        assert [r["id"] for r in listed] == [ids[0], ids[4]] and listed.skipped == 3
+
+
+def test_no_writer_is_blocked_by_a_malformed_row(broken):
+    store, bad_key, bogus, ids = broken
+    store.add_records([Record({"b": 9}, "ok", median_ms=0.5, run_id=bad_key, gpu="H100")])
+    store.add_record(Record({"b": 10}, "ok", median_ms=0.7, run_id=bogus))
+    assert store.request_stop(bad_key) and store.run_status(bogus) == "exploded"
+    store.finish_run(bogus, "done")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RecordStoreWarning)
+        assert store.run(bad_key).best_latency_ms == 0.5 and store.run(bogus).best_latency_ms == 0.7
+
+
+def test_a_nan_or_infinite_latency_is_stored_as_null_with_a_note_and_never_ranked(tmp_path):
+    store = RecordStore(tmp_path / "records.sqlite")
+    run_id = store.start_run("gemm")
+    batch = [
+        Record({"b": 0}, "ok", median_ms=float("nan"), run_id=run_id),
+        Record({"b": 1}, "ok", median_ms=2.0, min_ms=float("-inf"), tflops=float("inf"), run_id=run_id),
+        Record({"b": 2}, "ok", median_ms=float("inf"), message="timed", run_id=run_id),
+    ]
+    store.add_records(batch)
+    stored = store.records(run_id=run_id)
+    assert [r.median_ms for r in stored] == [None, 2.0, None] and stored[1].min_ms is None
+    assert (
+        stored[0].extra == {"non_finite": {"median_ms": "nan"}} and "median_ms was nan" in stored[0].message
+    )
+    assert stored[1].extra["non_finite"] == {"min_ms": "-inf", "tflops": "inf"}
+    assert stored[2].message == "timed; median_ms was inf: stored as null"
+    assert (store.run(run_id).best_latency_ms, store.run(run_id).best_config) == (2.0, {"b": 1})
+
+
+def test_no_raw_sqlite_error_escapes(tmp_path):
+    store = RecordStore(tmp_path / "records.sqlite")
+    run_id = store.start_run("gemm")
+    with pytest.raises(RecordStoreError, match="refused a value") as error:
+        store.add_record(Record({"b": 0}, "ok", gpu={"name": "H100"}, run_id=run_id))
+    assert isinstance(error.value.__cause__, sqlite3.Error)
+    with pytest.raises(ValueError, match="median_ms must be a number"):
+        store.add_records(
+            [Record({"b": 1}, "ok", median_ms=1.0, run_id=run_id), Record({}, "ok", median_ms="1 ms")]
+        )
+    with pytest.raises(ValueError, match="n must be a 64-bit integer"):
+        store.add_record(Record({"b": 2}, "ok", n=10**30, run_id=run_id))
+    assert store.records() == [] and store.run(run_id).count == 0  # nothing of those batches was written
+    np = pytest.importorskip("numpy")
+    stored = store.add_record(
+        Record({"b": 3}, "ok", median_ms=np.float32(0.5), n=np.int64(10), run_id=run_id)
+    )
+    assert (stored.median_ms, stored.n) == (0.5, 10) and store.run(run_id).best_latency_ms == 0.5

@@ -2,8 +2,10 @@
 
 They read the store through its own API (`default_store()`, the `records.sqlite` in tilebench's cache folder,
 `TILEBENCH_CACHE_DIR` at the server's start) in a worker thread, so a busy SQLite file never stalls the server.
-Every handler requires an authenticated user; JSON carries no NaN or infinity (they become null). Errors are
-JSON too, `{"error": ..., "message": ..., "reason": ...}` with a 4xx/5xx status: never tornado's HTML page or
+Every handler requires an authenticated user; JSON carries no NaN or infinity (they become null). A
+malformed stored row is left out of a list (the server logs a RecordStoreWarning naming it); the list's
+header `X-Tilebench-Skipped` counts them, so the body stays a plain JSON list. Errors are JSON too,
+`{"error": ..., "message": ..., "reason": ...}` with a 4xx/5xx status: never tornado's HTML page or
 jupyter_server's "Unhandled error".
 """
 
@@ -21,11 +23,13 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 
 from tilebench.lab.templates import templates
+from tilebench.store.rows import Rows
 from tilebench.store.schema import Record, RunInfo
 from tilebench.store.store import RecordStore, RecordStoreBusy, RecordStoreError, default_store
 
 AUTH_RESOURCE = "tilebench"
 MAX_LIMIT = 1000
+SKIPPED_HEADER = "X-Tilebench-Skipped"  # how many malformed rows a list left out
 
 
 def plain(value: Any) -> Any:
@@ -57,19 +61,27 @@ def server_store() -> RecordStore:
     return RecordStore(default_store().path, busy_timeout_s=SERVER_BUSY_S)
 
 
-def list_runs(kernel: str | None, status: str | None, limit: int) -> list[dict[str, Any]]:
+def _json_rows(rows: Rows[Any], to_json: Any) -> Rows[dict[str, Any]]:
+    found = Rows(to_json(row) for row in rows)
+    found.skipped = rows.skipped
+    return found
+
+
+def list_runs(kernel: str | None, status: str | None, limit: int) -> Rows[dict[str, Any]]:
+    """The runs as JSON values, newest first; `skipped` counts the malformed rows met."""
     store = server_store()
     if not store.path.exists():  # nothing tuned yet: a GET creates no store
-        return []
-    return [run_json(run) for run in store.runs(kernel, status=status, limit=limit)]
+        return Rows()
+    return _json_rows(store.runs(kernel, status=status, limit=limit), run_json)
 
 
-def list_records(run_id: str, limit: int | None) -> list[dict[str, Any]] | None:
-    """The run's records in insertion order, or None when there is no such run."""
+def list_records(run_id: str, limit: int | None) -> Rows[dict[str, Any]] | None:
+    """The run's records in insertion order, or None when there is no such run; `skipped` counts the
+    malformed records left out."""
     store = server_store()
     if not store.path.exists() or store.run(run_id) is None:
         return None
-    return [record_json(record) for record in store.records(run_id=run_id, limit=limit)]
+    return _json_rows(store.records(run_id=run_id, limit=limit), record_json)
 
 
 class _Handler(APIHandler):
@@ -98,6 +110,8 @@ class _Handler(APIHandler):
 
     def write_json(self, value: Any) -> None:
         self.set_header("Content-Type", "application/json")
+        if isinstance(value, Rows):
+            self.set_header(SKIPPED_HEADER, str(value.skipped))
         self.finish(json.dumps(value, allow_nan=False))
 
     def limit(self, default: int | None) -> int | None:

@@ -6,7 +6,15 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from tilebench.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA, SCHEMA_VERSION, TABLES
+from tilebench.store.schema import (
+    APPLICATION_ID,
+    LATER_COLUMNS,
+    MIGRATIONS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    TABLES,
+    V1_COLUMNS,
+)
 
 
 class NotAStore(Exception):
@@ -51,9 +59,13 @@ def _migrate(conn: sqlite3.Connection, statement: str) -> None:
 
 def _identify(conn: sqlite3.Connection) -> tuple[int, int]:
     """(application_id, schema version) of the file, reading only: version 0 is an empty file, ready to
-    set up. Raises NotAStore for another program's SQLite file or a newer tilebench's store."""
-    application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    set up. Raises NotAStore for another program's SQLite file (another application_id, other tables, or,
+    unstamped, tables of tilebench's names with other columns) or a newer tilebench's store."""
+    application_id, version = conn.execute(
+        "SELECT * FROM pragma_application_id(), pragma_user_version()"
+    ).fetchone()
+    if (application_id, version) == (APPLICATION_ID, SCHEMA_VERSION):
+        return application_id, version  # stamped by this version: nothing more to check
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if application_id not in (0, APPLICATION_ID):
         raise NotAStore(f"its application_id is {application_id:#x}, not tilebench's {APPLICATION_ID:#x}")
@@ -69,10 +81,29 @@ def _identify(conn: sqlite3.Connection) -> tuple[int, int]:
     if not {"runs", "records"} <= tables:
         found = ", ".join(sorted(tables)) or "no tables"
         raise NotAStore(f"it holds {found}, not tilebench's runs and records tables")
-    if application_id == 0 and not tables <= TABLES | {"sqlite_sequence"}:
-        extra = ", ".join(sorted(tables - TABLES))
-        raise NotAStore(f"besides runs and records it holds {extra}, which no tilebench store has")
+    if application_id == 0:
+        if not tables <= TABLES | {"sqlite_sequence"}:
+            extra = ", ".join(sorted(tables - TABLES))
+            raise NotAStore(f"besides runs and records it holds {extra}, which no tilebench store has")
+        for table in sorted(tables & TABLES):
+            _check_columns(conn, table)
     return application_id, max(version, 1)  # version 0 with tables: a version-1 store stamped too late
+
+
+def _check_columns(conn: sqlite3.Connection, table: str) -> None:
+    """Raise NotAStore unless `table` has every column version 1 gave it and none that no version did: an
+    unstamped file with tables named runs and records may be another program's."""
+    columns = {row[1] for row in conn.execute("SELECT * FROM pragma_table_info(?)", (table,))}
+    needed = V1_COLUMNS.get(table, LATER_COLUMNS[table])
+    missing = sorted(needed - columns)
+    unknown = sorted(columns - needed - LATER_COLUMNS.get(table, frozenset()))
+    if missing or unknown:
+        found = ", ".join(sorted(columns)) or "no columns"
+        raise NotAStore(
+            f"its {table} table has columns {found}, not tilebench's"
+            + (f" (missing {', '.join(missing)})" if missing else "")
+            + (f" (unknown {', '.join(unknown)})" if unknown else "")
+        )
 
 
 def _switch_to_wal(conn: sqlite3.Connection, patience: float = 30.0) -> None:

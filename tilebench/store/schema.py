@@ -27,8 +27,62 @@ ACTIVE_RUN_STATUSES: frozenset[str] = frozenset({"running", "stopping"})
 
 # PRAGMA application_id of a tilebench store ("tbrs"); files of version 1 have none (0).
 APPLICATION_ID = 0x74627273
-SCHEMA_VERSION = 3  # 2: runs.host, runs.key_json, records.gpu, the resumed table; 3: records.device
-TABLES = frozenset({"runs", "records", "resumed"})
+# 2: runs.host, runs.key_json, records.gpu, the resumed table; 3: records.device; 4: the run_models table
+SCHEMA_VERSION = 4
+TABLES = frozenset({"runs", "records", "resumed", "run_models"})
+
+# The stored records a run answered from earlier runs instead of measuring them again (resume).
+RESUMED_TABLE = """CREATE TABLE IF NOT EXISTS resumed (
+        run_id TEXT NOT NULL, record_id INTEGER NOT NULL,
+        PRIMARY KEY (run_id, record_id)) WITHOUT ROWID"""
+
+# Per run and GPU model, its timed ok records (its own and those it resumed, once each): how many, the first
+# (ties between equally common models go to the first seen), and the fastest (the first inserted among
+# equal latencies). The run's best is its most common model's fastest: one upsert per record keeps it.
+RUN_MODELS_TABLE = """CREATE TABLE IF NOT EXISTS run_models (
+        run_id TEXT NOT NULL,
+        model TEXT NOT NULL,
+        count INTEGER NOT NULL, first_id INTEGER NOT NULL,
+        best_ms REAL NOT NULL, best_id INTEGER NOT NULL, best_config_json TEXT,
+        PRIMARY KEY (run_id, model)) WITHOUT ROWID"""
+
+# run_models.model of a record: '' when it has no GPU (compile-only), else 'gpu:' and the GPU's name.
+MODEL_SQL = "CASE WHEN records.gpu IS NULL THEN '' ELSE 'gpu:' || records.gpu END"
+# A record that ranks: ok, and a finite number of milliseconds (9e999 is SQLite's infinity).
+TIMED_SQL = (
+    "records.status = 'ok' AND typeof(records.median_ms) IN ('integer', 'real') "
+    "AND abs(records.median_ms) < 9e999"
+)
+
+# One timed ok record more for (run_id, model); `faster`: it beats the model's best so far.
+_FASTER = "(excluded.best_ms < best_ms OR (excluded.best_ms = best_ms AND excluded.best_id < best_id))"
+COUNT_TIMED = f"""INSERT INTO run_models (run_id, model, count, first_id, best_ms, best_id, best_config_json)
+    VALUES (:run_id, :model, 1, :id, :ms, :id, :config_json)
+    ON CONFLICT (run_id, model) DO UPDATE SET
+        count = count + 1,
+        first_id = MIN(first_id, excluded.first_id),
+        best_ms = CASE WHEN {_FASTER} THEN excluded.best_ms ELSE best_ms END,
+        best_id = CASE WHEN {_FASTER} THEN excluded.best_id ELSE best_id END,
+        best_config_json = CASE WHEN {_FASTER} THEN excluded.best_config_json ELSE best_config_json END"""
+
+# The runs' best from run_models: the most common model's fastest, the first seen among equally common.
+SET_BEST = """UPDATE runs SET (best_latency_ms, best_config_json) = (
+        SELECT best_ms, best_config_json FROM run_models WHERE run_models.run_id = runs.run_id
+        ORDER BY count DESC, first_id LIMIT 1)"""
+
+# run_models from scratch, from the records already stored (migration to version 4, checks).
+FILL_RUN_MODELS = f"""WITH member (run_id, id) AS (
+        SELECT run_id, id FROM records WHERE run_id IS NOT NULL
+        UNION SELECT run_id, record_id FROM resumed),
+    timed AS (
+        SELECT member.run_id, records.id, {MODEL_SQL} AS model, records.median_ms AS ms, records.config_json
+        FROM member JOIN records ON records.id = member.id WHERE {TIMED_SQL}),
+    ranked AS (
+        SELECT *, COUNT(*) OVER same AS count, MIN(id) OVER same AS first_id,
+            ROW_NUMBER() OVER (PARTITION BY run_id, model ORDER BY ms, id) AS place
+        FROM timed WINDOW same AS (PARTITION BY run_id, model))
+    INSERT INTO run_models (run_id, model, count, first_id, best_ms, best_id, best_config_json)
+    SELECT run_id, model, count, first_id, ms, id, config_json FROM ranked WHERE place = 1"""
 
 # Each statement is a no-op once its object exists, so running them on every connect is cheap.
 SCHEMA = (
@@ -55,10 +109,8 @@ SCHEMA = (
         extra_json TEXT,
         gpu TEXT,
         device INTEGER)""",
-    # The stored records a run answered from earlier runs instead of measuring them again (resume).
-    """CREATE TABLE IF NOT EXISTS resumed (
-        run_id TEXT NOT NULL, record_id INTEGER NOT NULL,
-        PRIMARY KEY (run_id, record_id)) WITHOUT ROWID""",
+    RESUMED_TABLE,
+    RUN_MODELS_TABLE,
     "CREATE INDEX IF NOT EXISTS records_by_key_config ON records (key, config_hash)",
     "CREATE INDEX IF NOT EXISTS records_by_run ON records (run_id)",
 )
@@ -71,6 +123,13 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE records ADD COLUMN gpu TEXT",  # the GPU a record was measured on; NULL: compile-only
     ),
     3: ("ALTER TABLE records ADD COLUMN device INTEGER",),  # that GPU's index on its host; NULL: compile-only
+    4: (  # run_models filled from the stored records, and every run's best recomputed from it
+        RESUMED_TABLE,  # a version-1 file has none yet
+        RUN_MODELS_TABLE,
+        "DELETE FROM run_models",
+        FILL_RUN_MODELS,
+        f"{SET_BEST} WHERE run_id IN (SELECT run_id FROM run_models)",
+    ),
 }
 
 RECORD_COLUMNS = (
@@ -93,6 +152,29 @@ RECORD_COLUMNS = (
     "gpu",
     "device",
 )
+
+
+def _names(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# The columns of each table, as version 1 wrote them and as later versions added them: a file without
+# tilebench's application_id is taken for a version-1 store only when its tables have these columns.
+V1_COLUMNS: dict[str, frozenset[str]] = {
+    "runs": _names(
+        "run_id kernel key source_hash signature target tilelang_version space_json strategy total status "
+        "started finished best_latency_ms best_config_json notebook pid heartbeat"
+    ),
+    "records": frozenset({"id", *RECORD_COLUMNS} - {"gpu", "device"}),
+}
+LATER_COLUMNS: dict[str, frozenset[str]] = {
+    "runs": frozenset({"host", "key_json"}),
+    "records": frozenset({"gpu", "device"}),
+    "resumed": frozenset({"run_id", "record_id"}),
+    "run_models": frozenset(
+        {"run_id", "model", "count", "first_id", "best_ms", "best_id", "best_config_json"}
+    ),
+}
 
 
 # ---------------------------------------------------------------------------

@@ -7,12 +7,11 @@ transaction and closes it, so any number of processes (tuner, notebook, lab serv
 from __future__ import annotations
 
 import contextlib
-import json
+import math
 import os
 import sqlite3
 import time
 import uuid
-import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,12 +19,25 @@ from typing import TYPE_CHECKING, Any
 from tilebench.config import PRIVATE_FILE_MODE, make_private_dir
 from tilebench.store.liveness import effective_status, process_gone, this_host
 from tilebench.store.opening import NotAStore, prepare
+from tilebench.store.rows import (
+    Malformed,
+    RecordStoreWarning,
+    Rows,
+    Skips,
+    clean_record,
+    liveness,
+    model_key,
+    parse_record,
+    parse_run,
+    timed,
+)
 from tilebench.store.schema import (
     ACTIVE_RUN_STATUSES,
+    COUNT_TIMED,
     FINAL_STATUSES,
     RECORD_COLUMNS,
     RUN_STATUSES,
-    STATUSES,
+    SET_BEST,
     Record,
     RunInfo,
     canonical_json,
@@ -45,13 +57,10 @@ class RecordStoreBusy(RecordStoreError):
     """Another process held the store's write lock for longer than the busy timeout; nothing is lost."""
 
 
-class RecordStoreWarning(UserWarning):
-    """A stored row could not be read (malformed JSON) and was left out."""
-
-
 _INSERT = (
     f"INSERT INTO records ({', '.join(RECORD_COLUMNS)}) VALUES ({', '.join(':' + c for c in RECORD_COLUMNS)})"
 )
+__all__ = ["RecordStore", "RecordStoreBusy", "RecordStoreError", "RecordStoreWarning", "default_store"]
 
 
 class RecordStore:
@@ -73,6 +82,11 @@ class RecordStore:
             return RecordStoreBusy(
                 f"Record store busy at {self.path}: another process held it for over {self.busy_timeout_s:g} s "
                 f"({error}); nothing is lost, try again once it lets go"
+            )
+        if isinstance(error, (sqlite3.ProgrammingError, sqlite3.InterfaceError, sqlite3.Warning)):
+            return RecordStoreError(
+                f"Record store at {self.path} refused a value or statement ({type(error).__name__}: {error}); "
+                "nothing was written. Store plain values (str, int, float, None) in records."
             )
         return RecordStoreError(
             f"Record store failure at {self.path}: {error}. Use a file on a local filesystem (set "
@@ -100,10 +114,11 @@ class RecordStore:
                 f"{self.path} is not a tilebench record store this version can use: {error}. It was left "
                 "unchanged; point TILEBENCH_CACHE_DIR (or RecordStore) at another file."
             ) from None
-        except sqlite3.Error as error:
+        except (sqlite3.Error, sqlite3.Warning) as error:
             raise self._error(error) from error
         finally:
-            conn.close()
+            with contextlib.suppress(sqlite3.Error):  # closing rolls back what is left open
+                conn.close()
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -114,7 +129,8 @@ class RecordStore:
                 yield conn
             except BaseException:
                 if conn.in_transaction:  # some errors (SQLITE_FULL, ...) have already rolled back
-                    conn.execute("ROLLBACK")
+                    with contextlib.suppress(sqlite3.Error):  # the first error is the one to tell
+                        conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
 
@@ -196,7 +212,7 @@ class RecordStore:
             ).fetchone()
             if row is None or row["status"] not in ACTIVE_RUN_STATUSES:
                 return False
-            if process_gone(row["host"], row["pid"], row["heartbeat"]):
+            if process_gone(*liveness(row)):
                 conn.execute(
                     "UPDATE runs SET status = 'died', finished = ? WHERE run_id = ?",
                     (row["heartbeat"] or time.time(), run_id),
@@ -222,7 +238,7 @@ class RecordStore:
             row = conn.execute(
                 "SELECT status, host, pid, heartbeat FROM runs WHERE run_id = ?", (run_id,)
             ).fetchone()
-        return None if row is None else effective_status(*row)
+        return None if row is None else effective_status(row["status"], *liveness(row))
 
     def run(self, run_id: str) -> RunInfo | None:
         """One run by id, or None."""
@@ -231,11 +247,13 @@ class RecordStore:
 
     def runs(
         self, kernel: str | None = None, *, status: str | None = None, limit: int = 100
-    ) -> list[RunInfo]:
+    ) -> Rows[RunInfo]:
         """The latest runs first, with their record counts (progress) and best result so far.
 
         `status` filters on the status as shown: "running" leaves out runs whose process is gone, "died"
-        finds them as well as the runs already marked so.
+        finds them as well as the runs already marked so. A run with a malformed status or start time is
+        left out, a malformed JSON or number column reads as None; either with a RecordStoreWarning naming
+        it, and counted in the answer's `skipped`.
         """
         if status not in ACTIVE_RUN_STATUSES | {"died"}:
             where, params = _where(kernel=kernel, status=status)
@@ -245,15 +263,17 @@ class RecordStore:
         where = f"{where} AND" if where else "WHERE"
         marks = ", ".join("?" * len(stored))
         found = self._runs(f"{where} status IN ({marks}) ORDER BY started DESC", (*params, *stored))
-        return [run for run in found if run.status == status][:limit]
+        shown = Rows([run for run in found if run.status == status][:limit])
+        shown.skipped = found.skipped
+        return shown
 
-    def _runs(self, clause: str, params: tuple[Any, ...]) -> list[RunInfo]:
+    def _runs(self, clause: str, params: tuple[Any, ...]) -> Rows[RunInfo]:
         with self._connect() as conn:
             rows = conn.execute(f"SELECT * FROM runs {clause}", params).fetchall()
-            counts: dict[str, dict[str, int]] = {row["run_id"]: {} for row in rows}
-            resumed: dict[str, int] = dict.fromkeys(counts, 0)
+            counts: dict[Any, dict[str, int]] = {row["run_id"]: {} for row in rows}
+            resumed: dict[Any, int] = dict.fromkeys(counts, 0)
             if rows:
-                marks = ", ".join("?" * len(rows))
+                marks = ", ".join("?" * len(counts))
                 for run_id, status, count in conn.execute(
                     f"SELECT run_id, status, COUNT(*) FROM records WHERE run_id IN ({marks}) "
                     "GROUP BY run_id, status",
@@ -263,24 +283,24 @@ class RecordStore:
                 for run_id, status, count in conn.execute(
                     "SELECT resumed.run_id, records.status, COUNT(*) FROM resumed "
                     f"JOIN records ON records.id = resumed.record_id WHERE resumed.run_id IN ({marks}) "
+                    "AND records.run_id IS NOT resumed.run_id "  # the run's own, listed: counted once
                     "GROUP BY resumed.run_id, records.status",
                     list(counts),
                 ):
                     counts[run_id][status] = counts[run_id].get(status, 0) + count
                     resumed[run_id] += count
-        return [self._run_info(row, counts[row["run_id"]], resumed[row["run_id"]]) for row in rows]
-
-    def _run_info(self, row: sqlite3.Row, counts: dict[str, int], resumed: int) -> RunInfo:
-        """RunInfo of a row, its status "died" when its process is gone; malformed JSON fields become None."""
-        values = dict(row)
-        values["status"] = effective_status(row["status"], row["host"], row["pid"], row["heartbeat"])
-        for column in ("space_json", "best_config_json"):
+        skips, found = Skips(self.path), []
+        for row in rows:
+            what = f"run {row['run_id']!r}"
             try:
-                _loads(values[column])
-            except ValueError as error:
-                _warn_malformed(f"run {row['run_id']!r}", column, self.path, error)
-                values[column] = None
-        return RunInfo.from_row(values, counts, resumed)
+                info, blanked = parse_run(row, counts[row["run_id"]], resumed[row["run_id"]])
+            except Malformed as error:
+                skips.add(what, error)
+                continue
+            for error in blanked:
+                skips.add(what, error, left_out=False)
+            found.append(info)
+        return skips.finish(found)
 
     # -----------------------------------------------------------------------
     # Records
@@ -291,27 +311,55 @@ class RecordStore:
         return self.add_records([record])[0]
 
     def add_records(self, records: Iterable[Record]) -> list[Record]:
-        """Store records in one transaction; returns them with id, key, kernel and created filled in."""
-        records = list(records)
+        """Store records in one transaction; returns them with id, key, kernel and created filled in.
+
+        A NaN or infinite number is stored as None, noted in the record's message and extra["non_finite"]
+        (never ranked); a status or value that cannot be stored is a ValueError before anything is written.
+        The run's best moves in constant time per record (the run_models table).
+        """
+        records, now = list(records), time.time()
         for record in records:
-            if record.status not in STATUSES:
-                raise ValueError(f"record status must be one of {', '.join(STATUSES)}, not {record.status!r}")
+            clean_record(record)
+            record.created = record.created or now
+        rows = [record.row() for record in records]  # JSON and hashes before the write lock
         with self._write() as conn:
-            for record in records:
-                _insert(conn, record)
+            runs: dict[str, Any] = {}  # run_id -> its (key, kernel) row, for the records that name a run
+            best: set[str] = set()  # the runs with a timed ok record more
+            for record, row in zip(records, rows):
+                _insert(conn, record, row, runs)
+                if record.run_id is not None and timed(record):
+                    _count_timed(conn, record.run_id, record.id, record.gpu, record.median_ms, row)
+                    best.add(record.run_id)
+            now = time.time()
+            for run_id in runs:
+                conn.execute("UPDATE runs SET heartbeat = ? WHERE run_id = ?", (now, run_id))
+            for run_id in best:
+                conn.execute(f"{SET_BEST} WHERE run_id = ?", (run_id,))
         return records
 
     def add_resumed(self, run_id: str, records: Iterable[Record]) -> None:
         """List stored records (with ids) under run_id as answered from earlier runs: the run's records,
-        progress and best include them, though they were measured (and stay stored) under another run."""
-        records = [record for record in records if record.id is not None]
+        progress and best include them (once each), though they were measured (and stay stored) under
+        another run. The stored rows count, not the objects passed."""
+        ids = [record.id for record in records if record.id is not None]
         with self._write() as conn:
-            conn.executemany(
-                "INSERT OR IGNORE INTO resumed (run_id, record_id) VALUES (?, ?)",
-                [(run_id, record.id) for record in records],
-            )
-            for record in records:
-                _move_best(conn, run_id, record)
+            moved = False
+            for record_id in ids:
+                added = conn.execute(
+                    "INSERT OR IGNORE INTO resumed (run_id, record_id) VALUES (?, ?)", (run_id, record_id)
+                ).rowcount
+                row = conn.execute(
+                    "SELECT run_id, status, median_ms, gpu, config_json FROM records WHERE id = ?",
+                    (record_id,),
+                ).fetchone()
+                if not added or row is None or row["run_id"] == run_id:
+                    continue  # listed already, not stored, or the run's own (counted when inserted)
+                latency = row["median_ms"]
+                if row["status"] == "ok" and isinstance(latency, (int, float)) and math.isfinite(latency):
+                    _count_timed(conn, run_id, record_id, row["gpu"], latency, row)
+                    moved = True
+            if moved:
+                conn.execute(f"{SET_BEST} WHERE run_id = ?", (run_id,))
 
     def records(
         self,
@@ -320,11 +368,11 @@ class RecordStore:
         key: str | None = None,
         status: str | None = None,
         limit: int | None = None,
-    ) -> list[Record]:
+    ) -> Rows[Record]:
         """Stored records in insertion order, filtered by any of run, kernel, key and status.
 
-        A run's records include those it answered from earlier runs (they keep their own run_id). A row
-        with malformed JSON is left out with a RecordStoreWarning naming its id.
+        A run's records include those it answered from earlier runs (they keep their own run_id). A
+        malformed row is left out with a RecordStoreWarning naming it, and counted in the answer's `skipped`.
         """
         where, params = _where(kernel=kernel, key=key, status=status)
         if run_id is not None:
@@ -335,18 +383,22 @@ class RecordStore:
         if limit is not None:
             clause, params = f"{clause} LIMIT ?", (*params, limit)
         with self._connect() as conn:
-            return [record for _row, record in self._parse(conn.execute(clause, params))]
+            rows = conn.execute(clause, params).fetchall()
+        skips = Skips(self.path)
+        return skips.finish([record for _row, record in self._parse(rows, skips)])
 
-    def _parse(self, rows: Iterable[sqlite3.Row]) -> Iterator[tuple[sqlite3.Row, Record]]:
-        """(row, Record) for each row whose JSON reads; the others are skipped with a warning."""
+    @staticmethod
+    def _parse(rows: Iterable[sqlite3.Row], skips: Skips) -> Iterator[tuple[sqlite3.Row, Record]]:
+        """(row, Record) for each row that parses; the others go to skips."""
         for row in rows:
             try:
-                yield row, Record.from_row(row)
-            except (ValueError, TypeError) as error:  # json.JSONDecodeError is a ValueError
-                _warn_malformed(f"record {row['id']}", "config_json or extra_json", self.path, error)
+                yield row, parse_record(row)
+            except Malformed as error:
+                skips.add(f"record {row['id']}", error)
 
     def measured(self, key: str, statuses: Iterable[str] = FINAL_STATUSES) -> dict[str, Record]:
-        """config_hash -> the latest final record for that config under key: what a resumed tune skips."""
+        """config_hash -> the latest final record for that config under key: what a resumed tune skips.
+        A malformed latest record is left out (with a RecordStoreWarning): its config is measured again."""
         statuses = sorted(statuses)
         marks = ", ".join("?" * len(statuses))
         query = (
@@ -354,8 +406,11 @@ class RecordStore:
             f"WHERE key = ? AND status IN ({marks}) GROUP BY config_hash)"
         )
         with self._connect() as conn:
-            rows = conn.execute(query, (key, *statuses))
-            return {row["config_hash"]: record for row, record in self._parse(rows)}
+            rows = conn.execute(query, (key, *statuses)).fetchall()
+        skips = Skips(self.path)
+        found = {row["config_hash"]: record for row, record in self._parse(rows, skips)}
+        skips.finish([])
+        return found
 
     def unmeasured(self, key: str, configs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         """The configs (in order) that still need measuring under key; a retune passes them all instead."""
@@ -367,10 +422,14 @@ class RecordStore:
     # -----------------------------------------------------------------------
 
     def to_pandas(self, **filters: Any) -> pandas.DataFrame:
-        """records(**filters) as a DataFrame, one column per config parameter."""
+        """records(**filters) as a DataFrame, one column per config parameter; frame.attrs["skipped"]
+        counts the malformed rows left out."""
         from tilebench.store.frames import records_frame
 
-        return records_frame(self.records(**filters))
+        records = self.records(**filters)
+        frame = records_frame(records)
+        frame.attrs["skipped"] = records.skipped
+        return frame
 
     def export(self, path: str | os.PathLike[str], **filters: Any) -> Path:
         """Write records(**filters) to .csv or .parquet (parquet needs pyarrow or fastparquet)."""
@@ -396,55 +455,30 @@ def default_store() -> RecordStore:
 # ---------------------------------------------------------------------------
 
 
-def _insert(conn: sqlite3.Connection, record: Record) -> None:
-    """Insert one record (filling key, kernel, created from its run) and move the run's best and heartbeat."""
-    now = time.time()
-    if record.run_id is not None and (record.key is None or record.kernel is None):
-        found = conn.execute("SELECT key, kernel FROM runs WHERE run_id = ?", (record.run_id,)).fetchone()
-        if found is None:
+def _insert(conn: sqlite3.Connection, record: Record, row: dict[str, Any], runs: dict[str, Any]) -> None:
+    """Insert a record's row, its key and kernel filled from its run (looked up once a batch, in runs)."""
+    if record.run_id is not None:
+        if record.run_id not in runs:
+            runs[record.run_id] = conn.execute(
+                "SELECT key, kernel FROM runs WHERE run_id = ?", (record.run_id,)
+            ).fetchone()
+        found = runs[record.run_id]
+        if found is None and (record.key is None or record.kernel is None):
             raise KeyError(f"no run {record.run_id!r}; start one with start_run()")
-        record.key = record.key or found["key"]
-        record.kernel = record.kernel or found["kernel"]
+        record.key = record.key or (found and found["key"])
+        record.kernel = record.kernel or (found and found["kernel"])
     if record.key is None:
         raise ValueError("a record needs a run_id or a key")
-    record.created = record.created or now
-    record.id = conn.execute(_INSERT, record.row()).lastrowid
-    if record.run_id is None:
-        return
-    conn.execute("UPDATE runs SET heartbeat = ? WHERE run_id = ?", (now, record.run_id))
-    _move_best(conn, record.run_id, record)
+    row["key"], row["kernel"] = record.key, record.kernel
+    record.id = conn.execute(_INSERT, row).lastrowid
 
 
-def _move_best(conn: sqlite3.Connection, run_id: str, record: Record) -> None:
-    """After a timed ok record, the run's best: its fastest timed ok record on the GPU model most of them
-    were measured on, as TuneResult.best has it (latencies of different models are never ranked together)."""
-    if record.status != "ok" or record.median_ms is None:
-        return
-    rows = conn.execute(
-        "SELECT gpu, median_ms, config_json FROM records WHERE status = 'ok' AND median_ms IS NOT NULL "
-        "AND (run_id = ? OR id IN (SELECT record_id FROM resumed WHERE run_id = ?)) ORDER BY id",
-        (run_id, run_id),
-    ).fetchall()
-    models = [row["gpu"] for row in rows]
-    model = max(dict.fromkeys(models), key=models.count)
-    best = min((row for row in rows if row["gpu"] == model), key=lambda row: row["median_ms"])
-    conn.execute(
-        "UPDATE runs SET best_latency_ms = ?, best_config_json = ? WHERE run_id = ?",
-        (best["median_ms"], best["config_json"], run_id),
-    )
-
-
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-def _warn_malformed(what: str, column: str, path: Path, error: Exception) -> None:
-    warnings.warn(
-        f"tilebench: {what} in {path} has malformed {column} ({error}); it is left out. Re-run the tune "
-        "to measure it again.",
-        RecordStoreWarning,
-        stacklevel=4,
-    )
+def _count_timed(
+    conn: sqlite3.Connection, run_id: str, record_id: Any, gpu: Any, latency: float, row: Any
+) -> None:
+    """One timed ok record more for run_id on its GPU model (run_models): one upsert, whatever the run's size."""
+    values = {"run_id": run_id, "model": model_key(gpu), "id": record_id, "ms": latency}
+    conn.execute(COUNT_TIMED, {**values, "config_json": row["config_json"]})
 
 
 def _where(**filters: Any) -> tuple[str, tuple[Any, ...]]:
