@@ -113,6 +113,7 @@ def _seed_target() -> str | dict | None:
 
 
 DEVICE_COMPILERS = ("auto", "nvrtc", "nvcc")
+HEADER_CACHE_MB = 4096  # precompiled headers on disk: the 2 kept ones and a dozen workers' own (~250 MB each)
 
 
 def _device_compiler() -> str:
@@ -121,6 +122,17 @@ def _device_compiler() -> str:
         raise ValueError(
             f"TILEBENCH_DEVICE_COMPILER must be one of {', '.join(DEVICE_COMPILERS)}, got {value!r}"
         )
+    return value
+
+
+def _header_cache_mb() -> int:
+    raw = os.environ.get("TILEBENCH_HEADER_CACHE_MB", "").strip()
+    try:
+        value = int(raw) if raw else HEADER_CACHE_MB
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"TILEBENCH_HEADER_CACHE_MB must be a whole number of megabytes >= 0, got {raw!r}")
     return value
 
 
@@ -141,6 +153,9 @@ class Settings:
     keep_headers: TILEBENCH_KEEP_HEADERS (default on): precompiled headers are kept on disk for the next
         compile server (at most 2, about 250 MB each), which needs the server's process tree to run with
         fixed addresses (Linux's ADDR_NO_RANDOMIZE); see tilebench/compiler/headers.py.
+    header_cache_mb: TILEBENCH_HEADER_CACHE_MB (default 4096): the most disk the precompiled headers take
+        (the cache folder's nvrtc-pch/); the least recently used kept ones go first, and no process makes one
+        where it would not fit (0: none is made). A live process's own are never removed.
     """
 
     cache_dir: Path = dataclasses.field(default_factory=_default_cache_dir)
@@ -157,6 +172,7 @@ class Settings:
         default_factory=lambda: _env_bool("TILEBENCH_PREBUILD_HEADERS", True)
     )
     keep_headers: bool = dataclasses.field(default_factory=lambda: _env_bool("TILEBENCH_KEEP_HEADERS", True))
+    header_cache_mb: int = dataclasses.field(default_factory=_header_cache_mb)
 
     def reload(self) -> None:
         """Re-read every field from the environment."""

@@ -4,6 +4,7 @@ kernel-cache saves that pull the device binary in through `.incbin`: real NVRTC,
 import ctypes
 import json
 import os
+import stat
 import time
 
 import pytest
@@ -15,6 +16,12 @@ from tilebench.compiler import device_compile, export, headers, include_sets, nv
 from tilebench.compiler.runtime import tilelang
 
 SM90 = Target({"kind": "cuda", "arch": "sm_90a"})
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
 OTHER_HEAD = "#define TILEBENCH_TEST_INCLUDES 1\n"  # another first line: another include set
 
 
@@ -64,7 +71,9 @@ def test_the_second_kernel_with_the_same_includes_makes_a_precompiled_header_the
             cubins.append(cache.compile(nvrtc.nvrtc_source(scale_source(factor)), options))
             uses.append(cache.last_use)
         assert cache.folder().is_relative_to(tmp_path)  # in tilebench's cache
-        assert len(list(cache.folder().glob(f"{os.getpid()}/*.pch"))) == 1  # this process's one PCH
+        [own] = cache.folder().glob(f"{headers.process_tag()}/*.pch")  # this process's one PCH
+        assert own.parent.name.startswith(f"{os.getpid()}-")  # named by its pid and start time
+        assert (mode(own), mode(own.parent)) == (0o600, 0o700)  # NVRTC writes it 0644
         other = OTHER_HEAD + scale_source(5.0)
         cache.compile(nvrtc.nvrtc_source(other), options, more_coming=True)
         uses.append(cache.last_use)
@@ -109,7 +118,7 @@ def test_the_pool_tells_a_worker_with_more_jobs_coming_to_make_the_precompiled_h
             assert [o.status for o in outcomes] == ["ok", "ok"]
             # the second job was queued for the only worker: the first made a PCH; the last made none
             (made,) = list(headers.HeaderCache.folder().glob("*/*.pch"))
-            assert made.parent.name == str(pool.pids[0])
+            assert made.parent.name == headers.process_tag(pool.pids[0])  # named by pid and start time
             assert [o.headers for o in outcomes] == ["created", "none"]  # each outcome says so
     with tb.settings.scope(TILEBENCH_CACHE_DIR=str(tmp_path / "two")):
         prepare_environment()
@@ -218,7 +227,7 @@ if __name__ == "__main__":
         (outcome,) = pool.submit_many([CompileAndCount(request.tir_json, request.kwargs)])
         folder = headers.HeaderCache.folder()
         # while the server lives: a server's own PCHs go with it, kept ones stay
-        own = len([p for p in folder.glob("*/*.pch") if p.parent.name.isdigit()])
+        own = len([p for p in folder.glob("*/*.pch") if p.parent.name != headers.KEPT_DIR])
         print(json.dumps({"status": outcome.status, "uses": json.loads(outcome.message), "own": own}))
 '''
 
@@ -261,7 +270,8 @@ def test_the_compile_server_precompiles_the_last_include_set_and_keeps_it_for_th
     # headers not kept: the server's own PCH, inherited by the worker it forked, gone with the server
     assert compile_in_new_process(6.0, TILEBENCH_KEEP_HEADERS="0") == ([0, 1], 1)
     assert compile_in_new_process(7.0, start="by the compile", TILEBENCH_KEEP_HEADERS="0") == ([0, 0], 0)
-    assert not list(folder.glob("[0-9]*/*.pch"))
+    assert not list(folder.glob("[0-9]*"))  # nothing of a process that is gone
+    assert {(p.is_dir(), mode(p)) for p in folder.rglob("*")} == {(True, 0o700), (False, 0o600)}
 
 
 def test_with_nothing_compiled_yet_the_server_prebuilds_a_tensor_core_gemms_headers():
@@ -283,8 +293,8 @@ def test_the_server_names_a_hopper_kernels_include_set_before_it_imports_tilelan
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "tilelang"))  # nothing compiled with it yet
     monkeypatch.setenv("TILELANG_DEFAULT_TARGET", json.dumps(SM90A))
     guess = (
-        "import json, sys; from tilebench.compiler import headers; "
-        "guess = headers.guessed_include_set(); assert 'tilelang' not in sys.modules; print(json.dumps(guess))"
+        "import json, sys; from tilebench.compiler import include_sets; "
+        "guess = include_sets.guessed_include_set(); assert 'tilelang' not in sys.modules; print(json.dumps(guess))"
     )
     done = subprocess.run([sys.executable, "-c", guess], capture_output=True, text=True, env=dict(os.environ))
     assert done.returncode == 0, done.stderr[-2000:]
@@ -292,7 +302,7 @@ def test_the_server_names_a_hopper_kernels_include_set_before_it_imports_tilelan
         assert json.loads(done.stdout) == list(include_sets.gemm_include_set())  # what tilelang gives it
     # with a kernel compiled, the guess is its include set, whatever the GPU
     headers.remember("#include <cuda_fp16.h>\nint x;", ["-w"])
-    assert headers.guessed_include_set() == ("#include <cuda_fp16.h>", ["-w"])
+    assert include_sets.guessed_include_set() == ("#include <cuda_fp16.h>", ["-w"])
 
 
 def test_kept_headers_are_pruned_to_the_most_recently_used_and_no_stale_half_made_one(tmp_path):

@@ -9,6 +9,7 @@ from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 from magic_cells import EAGER_GEMM, LAZY_AND_PRIM
 
+import tilebench as tb
 from tilebench.kernel.jit import JIT
 from tilebench.magic.errors import TileLangCellError
 from tilebench.views.panel import without_line_directives
@@ -126,6 +127,7 @@ def test_kernel_without_arguments_is_defined_not_compiled(ip):
         ("-k nothing A, B", "not a kernel of this cell"),
         ("A, B, =", "not a Python argument list"),
         ("A, B --ref 3", "--ref must be callable"),
+        ("A, B --ref NOT_CALLABLE", "--ref must be callable, got int 3"),
         ("A, B --flops 2*undefined_size", "--flops '2\\*undefined_size' failed: NameError"),
         ("A, B --bytes \"'many'\"", "--bytes must be a positive number"),
         ("A, B --inputs (", "--inputs '\\(' is not a Python expression"),
@@ -135,14 +137,95 @@ def test_kernel_without_arguments_is_defined_not_compiled(ip):
         ("A, B --timeout nan", "--timeout: must be a positive number, got 'nan'"),
         ("A, B --rtol nan", "--rtol: must be a finite number >= 0, got 'nan'"),
         ("A, B --atol -0.5", "--atol: must be a finite number >= 0"),
-        ("A, B --max-seconds inf", "--max-seconds: must be a positive number"),
+        ("A, B --max-seconds inf", "argument --max-seconds: must be a positive number"),
         ("A, B -o 'not a name'", "-o takes a variable name, got 'not a name'"),
         ("A, B -o class", "-o takes a variable name, got 'class'"),
     ],
 )
 def test_bad_options_raise_usage_error(ip, line, match):
+    ip.user_ns["NOT_CALLABLE"] = 3
     with pytest.raises(UsageError, match=match):
         ip.run_cell_magic("tilelang", line, EAGER_GEMM)
+
+
+MARKED = "RAN_THE_CELL = True\n" + LAZY_AND_PRIM
+WITH_A_CALL = ["", "-k vector_add 12288 "]  # the same line without and with the call's arguments
+TUNED = "--tune 'dict(block_N=[256])' "
+
+
+@pytest.mark.parametrize("call", WITH_A_CALL)
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ("--tune 5", "--tune takes a dict of parameter -> list of values, got 5$"),
+        ("--tune '[1, 2]'", "--tune takes a dict of parameter -> list of values, got \\[1, 2\\]"),
+        ("--tune '{}'", "--tune takes a dict"),
+        ("--tune 'dict(block_N=256)'", "--tune 'block_N' takes a list of values, got int 256"),
+        ("--tune 'dict(block_N=[], threads=SOME)'", "--tune 'block_N' takes a list of values, got none"),
+        ("--tune '{1: [2]}'", "--tune takes .*, keyed by parameter names; got the key 1"),
+        ("--tune 'dict(block_N=[256]'", "--tune .* is not a Python expression"),
+        (TUNED + "--max-configs -3", "argument --max-configs: must be a positive whole number, got '-3'"),
+        (TUNED + "--max-configs 0", "argument --max-configs: must be a positive whole number, got '0'"),
+        (TUNED + "--max-configs 2.5", "argument --max-configs: must be a positive whole number, got '2.5'"),
+        (TUNED + "--strategy bogus", "argument --strategy: must be one of grid, random, tpe, .*got 'bogus'"),
+        (TUNED + "--max-seconds 0", "argument --max-seconds: must be a positive number"),
+        (TUNED + "--constraint 3", "--constraint takes a callable \\(config dict -> bool\\), got int"),
+        (TUNED + "--cluster ''", "--cluster takes a scheduler's address"),
+        ("--max-configs 5", "--max-configs goes with --tune SPACE"),
+        ("--strategy random", "--strategy goes with --tune SPACE"),
+        ("--max-seconds 5", "--max-seconds goes with --tune SPACE"),
+        ("--constraint 'lambda c: True'", "--constraint goes with --tune SPACE"),
+        ("--cluster local", "--cluster goes with --tune SPACE"),
+        ("--ref 3", "--ref must be callable, got int 3"),
+        ("--flops \"'many'\"", "--flops must be a positive number, got 'many'"),
+        ("--bytes -1", "--bytes must be a positive number, got -1"),
+        ("--inputs '('", "--inputs '\\(' is not a Python expression"),
+        ("--timeout 0", "argument --timeout: must be a positive number"),
+        ("--rtol -1", "argument --rtol: must be a finite number >= 0"),
+        ("-o 1x", "-o takes a variable name, got '1x'"),
+        ("--backend nope", "--backend 'nope' is not one of"),
+        ("--pass-config TL_DISABLE_TMA_LOWER", "--pass-config takes KEY=VALUE"),
+    ],
+)
+def test_each_option_is_checked_the_same_with_or_without_a_call_before_the_cell_runs(
+    ip, call, options, match
+):
+    ip.user_ns.pop("RAN_THE_CELL", None)
+    with pytest.raises(UsageError, match=f"^%%tilelang: {match}"):
+        ip.run_cell_magic("tilelang", call + options, MARKED)
+    assert "RAN_THE_CELL" not in ip.user_ns
+
+
+@pytest.mark.parametrize("call", WITH_A_CALL)
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ("--tune SPACE", "--tune 'block_N' takes a list of values, got int 64"),
+        ("--tune 'dict(block_N=TEXT)'", "--tune 'block_N' takes a list of values, got str 'text'"),
+        ("--tune 'dict(block_N=undefined_name)'", "--tune .* failed: NameError"),
+        (TUNED + "--constraint TEXT", "--constraint takes a callable"),
+        (TUNED + "--cluster SPACE", "--cluster SPACE: cluster must be a dask.distributed.Client"),
+        ("--ref TEXT", "--ref must be callable, got str 'text'"),
+        ("--flops TEXT", "--flops must be a positive number, got 'text'"),
+    ],
+)
+def test_the_options_expressions_are_checked_once_the_cell_ran_before_anything_compiles(
+    ip, call, options, match
+):
+    cell = "SPACE = dict(block_N=64)\nTEXT = 'text'\n" + LAZY_AND_PRIM  # names the line may use
+    ip.user_ns["TEXT"] = 3  # the cell's own values count, not the notebook's before it ran
+    compiled = tb.cache_info()["memory_kernels"]
+    with pytest.raises(UsageError, match=f"^%%tilelang: {match}"):
+        ip.run_cell_magic("tilelang", call + options, cell)
+    assert tb.cache_info()["memory_kernels"] == compiled
+
+
+def test_a_strategy_and_a_budget_on_the_line_drive_the_tune(ip):
+    line = (
+        "-k vector_add 4096 --tune 'dict(block_N=[256, 512, 1024])' --strategy random --max-configs 1 -o few"
+    )
+    ip.run_cell_magic("tilelang", line + " --no-run", LAZY_AND_PRIM)
+    assert len(ip.user_ns["few"].tune.records) == 1
 
 
 def test_help_lists_the_options(ip):

@@ -245,6 +245,62 @@ def test_a_child_dies_with_its_parent(tmp_path):
     assert gone(int(done.stdout.split()[0]))
 
 
+ORPHANED_WORKERS = """
+import os
+import signal
+
+from tilebench.compiler.request import CompileRequest
+from tilebench.measure.job import BenchResult
+from tilebench.workers.bench import BenchmarkWorker
+from tilebench.workers.pool import CompilePool
+
+
+class Chatty(CompileRequest):  # leaves output in the worker's stdout buffer (no newline, no flush)
+    def __call__(self):
+        print("compiled", end="")
+        return "ok", ""
+
+
+class ChattyJob:
+    def __call__(self):
+        print("measured", end="")
+        return BenchResult("ok", "")
+
+
+pool = CompilePool(num_workers=1)
+[outcome] = pool.submit_many([Chatty("", {}, "chatty")])
+unread = CompilePool(num_workers=1)
+unread.prestart()  # its "ready" is never read
+bench = BenchmarkWorker(warm=False)
+result = bench.run(ChattyJob(), timeout=60)
+idle = BenchmarkWorker(warm=False)
+idle.launch()
+assert idle._child.conn.poll(60)  # ready, and never read: the parent's death resets its pipe
+print(outcome.status, result.status, *pool.pids, *unread.pids, bench.pid, idle.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_idle_workers_whose_parent_is_killed_end_without_a_word(tmp_path):
+    # the notebook's death broke the pipes its workers write to; a traceback of that reached the user
+    script = tmp_path / "orphaned.py"
+    script.write_text(ORPHANED_WORKERS)
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    process = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    line = process.stdout.readline()
+    process.stdout.close()  # nobody reads the workers' output any more, as after a notebook's death
+    errors: list[str] = []
+    reader = threading.Thread(target=lambda: errors.append(process.stderr.read()))  # until all have ended
+    reader.start()
+    reader.join(120)
+    process.wait(10)
+    assert line.split()[:2] == ["ok", "ok"], line + "".join(errors)
+    assert all(gone(int(pid)) for pid in line.split()[2:])
+    assert errors == [""]
+
+
 def test_hidden_main_leaves_the_main_module_out_of_what_this_threads_children_get():
     keys = {"init_main_from_name", "init_main_from_path"}
 

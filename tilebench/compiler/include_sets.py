@@ -1,27 +1,75 @@
-"""The include sets a compile server precompiles before it has compiled anything: tilelang's Hopper head,
+"""What the compile server precompiles before it has compiled anything, in the process's header cache
+(headers.py): the include set compiled last with the same cache, else its guesses: tilelang's Hopper head,
 named without importing tilelang (while it imports), or a small tensor-core GEMM's, lowered by tilelang.
-
-headers.py prefers the include set compiled last with the same cache; these are its guesses without one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
+import json
 import os
+import signal
+import tempfile
+from pathlib import Path
 
-from tilebench.compiler.nvrtc import base_options, nvrtc_options, nvrtc_source, source_head
+from tilebench.compiler.headers import (
+    PROBE_KERNEL,
+    RECENT_FILE,
+    HeaderCache,
+    kept_path,
+    this_process,
+    tilelang_version,
+)
+from tilebench.compiler.nvrtc import (
+    NvrtcError,
+    base_options,
+    compile_cubin,
+    header_key,
+    nvrtc_options,
+    nvrtc_source,
+    source_head,
+    usable,
+    version,
+)
 from tilebench.config import settings
 
+_ADDR_NO_RANDOMIZE = 0x0040000  # Linux personality flag
 
-@functools.cache
-def tilelang_version() -> str:
-    """tilelang's version, read from its package metadata: no import (speculate runs while it imports)."""
-    import importlib.metadata
 
+def fixed_addresses() -> bool:
+    """This process maps memory at the same addresses every run (ADDR_NO_RANDOMIZE)."""
     try:
-        return importlib.metadata.version("tilelang")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+        return bool(int(Path("/proc/self/personality").read_text(), 16) & _ADDR_NO_RANDOMIZE)
+    except (OSError, ValueError):
+        return False
+
+
+def pin_heap() -> bool:
+    """In a process with fixed addresses, before it loads anything else: make NVRTC place its PCH heap now
+    (creating a PCH of an empty kernel), at the address every such process gives it. True when done."""
+    if not fixed_addresses() or version() is None:  # version(), not usable(): that imports tilelang
+        return False
+    with tempfile.TemporaryDirectory(prefix="tilebench-pch-") as folder:
+        try:
+            created = compile_cubin(PROBE_KERNEL, [f"--create-pch={folder}/pin.pch"])[1] == "created"
+        except NvrtcError:
+            return False
+    this_process().pinned = created
+    return created
+
+
+def recent() -> tuple[str | None, list[str]]:
+    """The include set and options compiled last with this cache (RECENT_FILE); (None, []) without one."""
+    try:
+        written = json.loads((HeaderCache.folder() / RECENT_FILE).read_text())
+        head, options = written["head"], written["options"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, []
+    if isinstance(head, str) and isinstance(options, list) and all(isinstance(o, str) for o in options):
+        return head, options
+    return None, []
 
 
 # The head tilelang 0.1.15's CUDA codegen gives a Hopper tensor-core kernel (wgmma, TMA, mbarriers), as
@@ -142,3 +190,80 @@ def gemm_include_set() -> tuple[str | None, list[str]]:
     except Exception:  # an arch this tilelang cannot lower a GEMM for: nothing to prebuild
         return None, []
     return source_head(nvrtc_source(code)), nvrtc_options(arch.removeprefix("sm_"), {})
+
+
+def prebuild(make: bool = True, guess: Guess | None = None) -> bool:
+    """In the compile server, before it forks: load the kept PCH of the include set compiled most recently
+    with this cache (RECENT_FILE). With `make` (no compile is waiting yet), make one when there is none:
+    of the recent include set, else of a tensor-core GEMM's for this machine's GPU; kept for later servers
+    where addresses are fixed, else for this server's workers only. `guess` (speculate's child) is waited
+    for where it guessed right, and its PCH loaded. Off with TILEBENCH_PREBUILD_HEADERS=0; True
+    when the workers forked from here will have a PCH."""
+
+    head, options = None, []
+    try:
+        if not settings.prebuild_headers or settings.device_compiler == "nvcc" or not usable():
+            return False
+        head, options = recent()
+        if head is None and make:
+            head, options = gemm_include_set()
+    finally:
+        if guess is not None:
+            guess.settle(head, options)
+    if head is None:
+        return False
+    if this_process().load_kept(head, options):
+        return True
+    if not make:
+        return False
+    return this_process().keep(head, options) or this_process().prebuild(head, options)
+
+
+@dataclasses.dataclass
+class Guess:
+    """A child of the compile server, forked after pin_heap, that makes the kept PCH of a guessed include
+    set while the server imports tilelang (a thread would not do: NVRTC holds the GIL)."""
+
+    head: str
+    options: list[str]
+    pid: int
+
+    def settle(self, head: str | None, options: list[str]) -> None:
+        """Wait for the child where it makes the PCH of `head` and `options`; else stop it."""
+        if head is None or header_key(head, options) != header_key(self.head, self.options):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+
+def speculate(make: bool) -> Guess | None:
+    """In the compile server, after pin_heap and before tilelang is imported: with `make`, fork a child that
+    makes the kept PCH of the include set `guessed_include_set` names, so that its 2-3 s pass while tilelang
+    imports (3-7 s) instead of after. prebuild settles it: where the guess was right, it loads that PCH.
+    None where nothing is to be made (no guess, one kept already, no fixed addresses)."""
+
+    if not make or not this_process().pinned or not settings.prebuild_headers:
+        return None
+    if settings.device_compiler == "nvcc":
+        return None
+    head, options = guessed_include_set()
+    if head is None or kept_path(head, options).is_file():
+        return None
+    pid = os.fork()
+    if pid == 0:  # the child: its NVRTC heap is where the server's is, so the PCH serves the server
+        made = False
+        try:
+            made = this_process().make_kept(head, options)
+        finally:
+            os._exit(0 if made else 1)
+    return Guess(head, options, pid)
+
+
+def guessed_include_set() -> tuple[str | None, list[str]]:
+    """The include set the compile server will want, named without importing tilelang: the one compiled
+    last with this cache (RECENT_FILE), else tilelang's Hopper head for an sm_90a GPU."""
+    head, options = recent()
+    if head is not None:
+        return head, options
+    return hopper_include_set()

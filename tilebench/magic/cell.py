@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import inspect
-import math
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -24,9 +23,10 @@ from tilebench.kernel.placeholders import is_placeholder
 from tilebench.magic.discover import bound_names, cell_kernels, read_names
 from tilebench.magic.errors import cell_line_of, exit_error, fail, needs_device
 from tilebench.magic.fingerprint import CellMemory, cell_key
+from tilebench.magic.line import EXPRESSIONS, call_code, checked, expression_code, flag
 from tilebench.magic.result import CellResult, ProgramRun
 from tilebench.measure.result import Measurement
-from tilebench.tuner.space import tune
+from tilebench.tuner.executor import check_cluster_option
 from tilebench.workers.trial import measure_kernel
 
 MEMORY = CellMemory()
@@ -45,30 +45,16 @@ def _call_args(tokens: list[str], namespace: dict[str, Any]) -> tuple[tuple, dic
     """The magic line's argument list (`A, B, block_M=64`, or `1024 1024 1024`) evaluated as a call."""
     if not tokens:
         return (), {}
-    texts = [" ".join(tokens)]
-    texts.append(", ".join(t.rstrip(",") for t in tokens))  # bare words: `1024 1024 1024`
-    for text in texts:
-        try:
-            code = compile(f"__tb_args({text})", "<%%tilelang line>", "eval", dont_inherit=True)
-        except SyntaxError as exc:
-            problem = exc.msg
-            continue
-        return _run_expression(
-            code, namespace, {"__tb_args": lambda *a, **k: (a, k)}, f"the call {texts[0]!r}"
-        )
-    raise UsageError(f"%%tilelang: the call {texts[0]!r} is not a Python argument list: {problem}")
+    code = call_code(tokens)
+    what = f"the call {' '.join(tokens)!r}"
+    return _run_expression(code, namespace, {"__tb_args": lambda *a, **k: (a, k)}, what)
 
 
 def _evaluate(text: str | None, namespace: dict[str, Any], what: str) -> Any:
     """An option's Python expression, evaluated in the user namespace; errors name the option."""
     if text is None:
         return None
-    text = text.strip()
-    try:
-        code = compile(text, "<%%tilelang line>", "eval", dont_inherit=True)
-    except SyntaxError as exc:
-        raise UsageError(f"%%tilelang: {what} {text!r} is not a Python expression: {exc.msg}") from None
-    return _run_expression(code, namespace, {}, f"{what} {text!r}")
+    return _run_expression(expression_code(text, what)[0], namespace, {}, f"{what} {text.strip()!r}")
 
 
 def _run_expression(code: Any, namespace: dict[str, Any], local: dict[str, Any], what: str) -> Any:
@@ -79,23 +65,23 @@ def _run_expression(code: Any, namespace: dict[str, Any], local: dict[str, Any],
 
 
 class _LineValues:
-    """The magic line's expressions, evaluated once the cell has run (they may use its names)."""
+    """The magic line's expressions, evaluated once the cell has run (they may use its names), before the
+    magic compiles anything, and checked as the line's literals were (line.checked)."""
 
     def __init__(self, options: Any, namespace: dict[str, Any]) -> None:
-        self.ref = _evaluate(options.ref, namespace, "--ref")
-        if self.ref is not None and not callable(self.ref):
-            raise UsageError(f"%%tilelang: --ref must be callable, got {type(self.ref).__name__}")
-        self.flops = _number(_evaluate(options.flops, namespace, "--flops"), "--flops")
-        self.nbytes = _number(_evaluate(options.bytes, namespace, "--bytes"), "--bytes")
-        self.inputs = _evaluate(options.inputs, namespace, "--inputs")
-
-
-def _number(value: Any, what: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise UsageError(f"%%tilelang: {what} must be a positive number, got {value!r}")
-    return float(value)
+        values = {
+            name: checked(flag(name), _evaluate(getattr(options, name), namespace, flag(name)))
+            for name in EXPRESSIONS
+        }
+        self.ref, self.flops, self.nbytes, self.inputs = (
+            values[n] for n in ("ref", "flops", "bytes", "inputs")
+        )
+        self.space, self.constraint = values["tune"], values["constraint"]
+        self.cluster = _cluster(options.cluster, namespace) if options.cluster else None
+        try:
+            check_cluster_option(self.cluster)
+        except ValueError as exc:  # a name in the notebook bound to something else
+            raise UsageError(f"%%tilelang: --cluster {options.cluster}: {exc}") from None
 
 
 def _restore(namespace: dict[str, Any], saved: dict[str, Any]) -> None:
@@ -288,6 +274,7 @@ def _compile_chosen(
             f"%%tilelang: --kernel {options.kernel!r} is not a kernel of this cell "
             f"(it defines {', '.join(kernels) or 'none'})"
         )
+    result.values = _LineValues(options, namespace)  # whatever the cell holds, so that errors are the same
     if not options.call and options.tune is None and watch.compiled():
         programs = _program_results(cell, kernels, watch, stopped, filename)
         if options.kernel is not None:
@@ -304,13 +291,12 @@ def _compile_chosen(
     name = options.kernel or list(kernels)[-1]
     jit = kernels[name]
     args, kwargs = _call_args(options.call, namespace)
-    result.values = _LineValues(options, namespace)
     result.name, result.source = name, jit.source
     if jit.mode != "prim_func" and not args and not kwargs and _needs_arguments(jit):
         result.note = f"not compiled: give {name}'s arguments on the magic line, e.g. %%tilelang A, B"
         return result
     if options.tune is not None:
-        result.tune = _tune(options, jit, args, kwargs, result.values, namespace)
+        result.tune = _tune(options, jit, args, kwargs, result.values)
         best = result.tune.best_args
         if best is not None:
             args, kwargs = best.args, best.kwargs
@@ -340,38 +326,24 @@ def _warn_limits(result: CellResult) -> None:
         warnings.warn(f"%%tilelang: {result.name} compiled, but cannot launch: {problem}", stacklevel=2)
 
 
-def _tune(options: Any, jit: Any, args: tuple, kwargs: dict, values: Any, namespace: dict[str, Any]) -> Any:
+def _tune(options: Any, jit: Any, args: tuple, kwargs: dict, values: _LineValues) -> Any:
     """`--tune SPACE`: tune the kernel over the space (the dashboard shows it), then go on with the best."""
 
-    space = _evaluate(options.tune, namespace, "--tune")
-    if not isinstance(space, dict) or not space:
-        raise UsageError(f"%%tilelang: --tune takes a dict of parameter -> list of values, got {space!r}")
-    choices = {}
-    for name, choice_values in space.items():
-        try:
-            choices[name] = choice_values if hasattr(choice_values, "values") else tune(choice_values)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"%%tilelang: --tune {name!r}: {exc}") from None
-    constraint = _evaluate(options.constraint, namespace, "--constraint")
-    if constraint is not None and not callable(constraint):
-        raise UsageError(
-            f"%%tilelang: --constraint takes a callable (config dict -> bool), got {type(constraint).__name__}"
-        )
     tune_options = {
-        "constraint": constraint,
+        "constraint": values.constraint,
         "ref": values.ref,
         "flops": values.flops,
         "nbytes": values.nbytes,
-        "strategy": options.strategy,
+        "strategy": options.strategy or "grid",
         "max_configs": options.max_configs,
         "max_seconds": options.max_seconds,
         "retune": options.force,
     }
-    if options.cluster:
-        tune_options["cluster"] = _cluster(options.cluster, namespace)
+    if values.cluster is not None:
+        tune_options["cluster"] = values.cluster
 
     try:
-        return jit.tune(*args, **{**kwargs, **choices}, tune_options=tune_options)
+        return jit.tune(*args, **{**kwargs, **values.space}, tune_options=tune_options)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"%%tilelang: --tune: {exc}") from None
     except ClusterError as exc:  # an unreachable scheduler, no workers: nothing was tuned or stored

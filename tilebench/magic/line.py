@@ -4,18 +4,50 @@
 are options (an option that takes a value takes the next word); everything else, as written, is the
 call's argument list, so string literals stay strings. Words are split at spaces outside quotes and
 brackets, so `--tune dict(block_M=[64, 128])` needs no quotes.
+
+Every option is checked as the line is read, whatever else the line holds (a call or not), before the cell
+runs: its type (argparse), the options that go with --tune, the expressions' syntax, and the value of an
+expression that is a literal (`--tune 5`). The expressions are evaluated once the cell has run, before the
+magic compiles anything, and their values checked the same way (`checked`). Each error is a UsageError
+that names the option and what it takes.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import keyword
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from IPython.core.error import UsageError
 
+from tilebench.tuner.space import is_choice, tune
+from tilebench.tuner.strategies import STRATEGIES
+
 _PAIRS = {"(": ")", "[": "]", "{": "}"}
+TUNE_ONLY = ("constraint", "cluster", "strategy", "max_configs", "max_seconds")  # options that need --tune
+EXPRESSIONS = ("inputs", "ref", "flops", "bytes", "tune", "constraint")  # evaluated after the cell ran
+SPACE = "a dict of parameter -> list of values"
+
+
+def positive_whole(text: str) -> int:
+    """An option's value that must be a whole number above 0 (--max-configs)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
+    return value
+
+
+def strategy_name(text: str) -> str:
+    """--strategy: the name of a search strategy (tuner/strategies)."""
+    if text not in STRATEGIES:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(STRATEGIES)}, got {text!r}")
+    return text
 
 
 def positive_number(text: str) -> float:
@@ -116,7 +148,8 @@ def split(line: str, parser: argparse.ArgumentParser) -> tuple[list[str], list[s
 
 
 def parse(line: str, magic: Any) -> Any:
-    """The magic's options (argparse namespace) with `.call` holding the call's words as written."""
+    """The magic's options (argparse namespace) with `.call` holding the call's words as written, each
+    checked as far as it can be before the cell runs (`check`)."""
     parser = magic.parser
     call, option_words = split(line, parser)
     try:
@@ -124,4 +157,113 @@ def parse(line: str, magic: Any) -> Any:
     except UsageError as exc:
         raise UsageError(f"%%tilelang: {exc}") from None
     options.call = call
+    check(options)
     return options
+
+
+def flag(name: str) -> str:
+    """An option's name as the line writes it: "max_configs" -> "--max-configs"."""
+    return "--" + name.replace("_", "-")
+
+
+def check(options: Any) -> None:
+    """What can be told of the options before the cell runs; a UsageError names the first that is wrong."""
+    for name in TUNE_ONLY:
+        if getattr(options, name) is not None and options.tune is None:
+            raise UsageError(f"%%tilelang: {flag(name)} goes with --tune SPACE")
+    for option, name in (("-k", options.kernel), ("-o", options.output)):
+        if name is not None and not (name.isidentifier() and not keyword.iskeyword(name)):
+            raise UsageError(
+                f"%%tilelang: {option} takes a {'kernel' if option == '-k' else 'variable'} name, got {name!r}"
+            )
+    if options.cluster is not None and not options.cluster.strip():
+        raise UsageError(
+            "%%tilelang: --cluster takes a scheduler's address, a Client's name or 'local', got ''"
+        )
+    if options.call:
+        call_code(options.call)
+    for name in EXPRESSIONS:
+        text = getattr(options, name)
+        if text is not None:
+            tree = expression_code(text, flag(name))[1]
+            for what, value in _literals(name, tree.body):
+                checked(what, value)
+
+
+def expression_code(text: str, what: str) -> tuple[Any, ast.Expression]:
+    """An option's expression compiled, and its tree; a UsageError where it is not a Python expression."""
+    text = text.strip()
+    try:
+        tree = ast.parse(text, "<%%tilelang line>", "eval")
+        return compile(tree, "<%%tilelang line>", "eval", dont_inherit=True), tree
+    except SyntaxError as exc:
+        raise UsageError(f"%%tilelang: {what} {text!r} is not a Python expression: {exc.msg}") from None
+
+
+def call_code(tokens: list[str]) -> Any:
+    """The line's argument list (`A, B, block_M=64`, or bare words `1024 1024 1024`) compiled as a call of
+    `__tb_args`; a UsageError where it is not a Python argument list."""
+    texts = [" ".join(tokens), ", ".join(t.rstrip(",") for t in tokens)]
+    for text in texts:
+        try:
+            return compile(f"__tb_args({text})", "<%%tilelang line>", "eval", dont_inherit=True)
+        except SyntaxError as exc:
+            problem = exc.msg
+    raise UsageError(f"%%tilelang: the call {texts[0]!r} is not a Python argument list: {problem}")
+
+
+def _literals(name: str, node: ast.expr) -> Iterable[tuple[str, Any]]:
+    """(option, value) for the parts of an option's expression whose value is known before anything runs:
+    the whole expression where it is a literal; each literal choice of a --tune `dict(...)` or `{...}`."""
+    try:
+        yield flag(name), ast.literal_eval(node)
+        return
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    pairs: list[tuple[Any, ast.expr]] = []
+    if name == "tune" and isinstance(node, ast.Call) and getattr(node.func, "id", None) == "dict":
+        pairs = [(k.arg, k.value) for k in node.keywords if k.arg is not None]
+    elif name == "tune" and isinstance(node, ast.Dict):
+        pairs = [(k.value, v) for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)]
+    for key, value in pairs:
+        try:
+            yield "--tune", {key: ast.literal_eval(value)}
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+
+
+def checked(option: str, value: Any) -> Any:
+    """An option's value as the magic uses it, checked (None: not given). A UsageError names the option
+    ("--flops") and says what it takes."""
+    if value is None or option == "--inputs":
+        return value
+    if option == "--ref" and not callable(value):
+        raise UsageError(f"%%tilelang: --ref must be callable, got {type(value).__name__} {value!r}")
+    if option == "--constraint" and not callable(value):
+        raise UsageError(
+            f"%%tilelang: --constraint takes a callable (config dict -> bool), got {type(value).__name__}"
+        )
+    if option in ("--flops", "--bytes"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise UsageError(f"%%tilelang: {option} must be a positive number, got {value!r}")
+        return float(value)
+    if option == "--tune":
+        if not isinstance(value, dict) or not value:
+            raise UsageError(f"%%tilelang: --tune takes {SPACE}, got {value!r}")
+        return {name: _choices(name, choices) for name, choices in value.items()}
+    return value
+
+
+def _choices(name: Any, value: Any) -> Any:
+    """One parameter's choices for --tune: a tb.tune(...), or a non-empty list (tuple, range, ...) of values."""
+    if not (isinstance(name, str) and name.isidentifier()):
+        raise UsageError(f"%%tilelang: --tune takes {SPACE}, keyed by parameter names; got the key {name!r}")
+    if is_choice(value):
+        return value
+    what = f"%%tilelang: --tune {name!r} takes a list of values, got"
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+        raise UsageError(f"{what} {type(value).__name__} {value!r}")
+    choice = tune(value)
+    if not choice.values:
+        raise UsageError(f"{what} none")
+    return choice

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import keyword
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -11,7 +10,8 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from tilebench.magic.cell import run_cell
 from tilebench.magic.commands import COMMANDS, TAKES_A_KERNEL
-from tilebench.magic.line import parse, positive_number, tolerance
+from tilebench.magic.line import parse, positive_number, positive_whole, strategy_name, tolerance
+from tilebench.tuner.strategies import STRATEGIES
 
 
 @magics_class
@@ -61,8 +61,12 @@ class TileLangMagics(Magics):
         help="With --tune: a callable (config dict -> bool) that keeps the configs worth compiling, e.g. "
         '\'lambda c: c["block_M"] * c["block_N"] <= 128 * 128\'; the rest are never compiled.',
     )
-    @argument("--strategy", default="grid", help="Search strategy for --tune: grid, random, tpe, cmaes.")
-    @argument("--max-configs", type=int, help="At most this many configs for --tune.")
+    @argument(
+        "--strategy",
+        type=strategy_name,
+        help=f"Search strategy for --tune: {', '.join(STRATEGIES)} (default grid).",
+    )
+    @argument("--max-configs", type=positive_whole, help="At most this many configs for --tune.")
     @argument("--max-seconds", type=positive_number, help="At most this many seconds for --tune.")
     @argument(
         "--cluster",
@@ -106,12 +110,7 @@ class TileLangMagics(Magics):
         """
         from IPython.display import display
 
-        options = parse(line, self.tilelang)
-        for needs_tune in ("cluster", "constraint"):
-            if getattr(options, needs_tune) and options.tune is None:
-                raise UsageError(f"%%tilelang: --{needs_tune} goes with --tune SPACE")
-        if options.output and not (options.output.isidentifier() and not keyword.iskeyword(options.output)):
-            raise UsageError(f"%%tilelang: -o takes a variable name, got {options.output!r}")
+        options = parse(line, self.tilelang)  # every option checked, before the cell runs
         result = run_cell(self.shell, options, line, cell, display)
         if options.output:
             self.shell.user_ns[options.output] = result

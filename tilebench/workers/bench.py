@@ -20,7 +20,9 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 
+from tilebench.compiler import headers
 from tilebench.compiler.environment import prepare_environment
 from tilebench.compiler.request import readable_error
 from tilebench.measure.job import BenchResult, preload, run_job
@@ -50,9 +52,11 @@ def _worker_main(
     send_ready(conn)
     while True:
         try:
-            job = conn.recv()
-        except EOFError:  # the parent closed the pipe
+            payload = conn.recv_bytes()
+        except (EOFError, OSError):  # the parent closed the pipe, or its process is gone
             return
+        try:
+            job = ForkingPickler.loads(payload)
         except Exception as exc:  # e.g. the job's class cannot be imported here
             conn.send(
                 BenchResult("skipped", f"the bench worker could not load the job: {readable_error(exc)}")
@@ -230,6 +234,7 @@ class BenchmarkWorker:
         if child is not None:
             child.kill()
             self._exitcode = child.process.exitcode
+            headers.sweep(headers.HeaderCache.folder(self._cache_dir))  # the precompiled headers it made
 
 
 _shared: dict[tuple[int, int], BenchmarkWorker] = {}

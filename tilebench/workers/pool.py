@@ -190,6 +190,7 @@ class CompilePool:
         if os.environ["TILELANG_CACHE_DIR"] != self._cache_dir:
             self.close()
             self._cache_dir = os.environ["TILELANG_CACHE_DIR"]
+            headers.sweep(headers.HeaderCache.folder(self._cache_dir))  # what gone processes left there
 
     def _dispatch(self, pending: _Pending, limit: float) -> None:
         wanted = min(self.num_workers, len(pending) + sum(1 for w in self._workers if w.job))
@@ -257,6 +258,8 @@ class CompilePool:
     def _retire(self, worker: _Worker) -> None:
         worker.kill(_JOIN_S)
         self._workers.remove(worker)
+        # its precompiled headers: it was killed, so it could not remove them itself
+        headers.sweep(headers.HeaderCache.folder(self._cache_dir))
 
 
 _shared: CompilePool | None = None

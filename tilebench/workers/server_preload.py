@@ -1,19 +1,23 @@
 """Imported by the compile server before it forks any worker: NVRTC's PCH heap placed first, then tilelang,
-and the precompiled headers of the kernels compiled last, loaded once for all of them."""
+and the precompiled headers of the kernels compiled last, loaded once for all of them. The server's end is
+quiet and tidy (server.tend)."""
 
 import contextlib
 import os
 
-from tilebench.compiler import headers, nvrtc
+from tilebench.compiler import include_sets, nvrtc
 from tilebench.workers import server
 
 with contextlib.suppress(Exception):  # a broken install shows up in the first compile's outcome instead
-    headers.pin_heap()  # before tilelang and torch map anything: see headers.py
+    include_sets.pin_heap()  # before tilelang and torch map anything: see headers.py
+with contextlib.suppress(Exception):
+    server.tend()  # after pin_heap: a sweep of the header folder maps memory
+with contextlib.suppress(Exception):
     # started ahead of the compiles (warm_up): make what is missing; else only load a kept PCH (0.2 s)
     make = os.environ.get(server.PREBUILD_ENV) == "1"
-    guess = headers.speculate(make)  # the likely PCH, made while tilelang imports
+    guess = include_sets.speculate(make)  # the likely PCH, made while tilelang imports
     from tilebench.compiler.runtime import tilelang
 
     tilelang()
     nvrtc.usable()  # loads libnvrtc and reads the toolkit's version once, before the forks
-    headers.prebuild(make, guess)
+    include_sets.prebuild(make, guess)

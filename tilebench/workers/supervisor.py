@@ -4,7 +4,8 @@ and the benchmark workers (bench.py), which keep only their policies.
 A child runs in a process group of its own (so a kill takes nvcc and its other grandchildren with it), dies
 with the process that started it, says "ready" once warm, then answers the messages it gets. The parent waits
 for a reply with a deadline while watching the process, kills the whole group when the deadline passes,
-and names why a child died (``Death``). Children never run the caller's ``__main__`` script (``hidden_main``).
+and names why a child died (``Death``). Children never run the caller's ``__main__`` script (``hidden_main``),
+and one whose parent is gone ends quietly: no traceback of a broken pipe reaches the user's output.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
+
+from tilebench.compiler import headers
 
 READY = "ready"  # a child's first message: warm, waiting for work
 START_TIMEOUT = 300.0  # importing tilelang (and opening a CUDA context); not counted against any job
@@ -129,14 +132,55 @@ def send_ready(conn: Connection) -> None:
 def _child_main(
     conn: Connection, parent_pid: int | None, setup: Setup, entry: Callable[..., None], args: tuple
 ) -> None:
-    """What a supervised process runs: the setup, then `entry(conn, *args)` (which sends "ready")."""
+    """What a supervised process runs: the setup, then `entry(conn, *args)` (which sends "ready"). A pipe
+    closed or broken under it (its parent is gone) ends it quietly."""
     os.setsid()  # own process group (pgid == pid), so a kill takes its grandchildren too
     die_with_parent(parent_pid)
     if setup.niceness:
         os.nice(setup.niceness)
     if setup.ignore_sigint:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    entry(conn, *args)
+    # SIGTERM ends it at once, unless it has precompiled headers to remove first (its main thread may be in
+    # NVRTC then, which holds up a Python signal handler until the compile ends)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the compile server's, forked with it
+    headers.on_first_write = functools.partial(on_sigterm, headers.discard_own)
+    try:
+        entry(conn, *args)
+    except (EOFError, ConnectionError):  # nobody is left to answer
+        pass
+    finally:
+        quiet_streams()
+
+
+def quiet_streams() -> None:
+    """Flush stdout and stderr; one whose reader is gone (the notebook that read it died) is pointed at
+    /dev/null, so that neither this flush nor a later one (multiprocessing's, the interpreter's at exit)
+    prints a BrokenPipeError."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, stream.fileno())
+                os.close(devnull)
+                stream.flush()
+
+
+def on_sigterm(cleanup: Callable[[], None]) -> None:
+    """At SIGTERM, run `cleanup` in this process (not in a child forked from it later, which inherits the
+    handler), then end as SIGTERM ends a process. Call it from the main thread."""
+    owner = os.getpid()
+
+    def terminated(signum: int, frame: Any) -> None:
+        if os.getpid() == owner:
+            with contextlib.suppress(Exception):
+                cleanup()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, terminated)
 
 
 # --- children never import the caller's __main__ -------------------------------------------------------
