@@ -161,7 +161,7 @@ def test_records_store_their_device_and_a_version_2_store_gains_the_column(tmp_p
     (old,) = RecordStore(path).records(run_id=run)
     assert (old.gpu, old.device) == ("NVIDIA H100", None)
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
         assert "device" in [row[1] for row in conn.execute("PRAGMA table_info(records)")]
 
 

@@ -215,23 +215,21 @@ def double(n: int, block: int = 128):
 
 options = {"store": RecordStore("STORE"), "progress": None, "ref": lambda a: a * 2}
 double.tune(1 << 16, block=tb.tune([128, 256]), tune_options=options)  # no __main__ guard
+print("TUNED")
 """
 
 
-def test_a_script_that_tunes_without_a_main_guard_stops_at_once_and_says_why(tmp_path):
+def test_a_script_that_tunes_without_a_main_guard_tunes_once(tmp_path):
+    """The workers never run the script again (Python's spawn and forkserver would import it in each)."""
     script = tmp_path / "unguarded_tune.py"
     script.write_text(UNGUARDED_TUNE.replace("STORE", str(tmp_path / "records.sqlite")))
     env = {**os.environ, "TILEBENCH_CACHE_DIR": str(tmp_path / "cache")}  # the child's store and caches
-    started = time.monotonic()
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, env=env)
-    assert done.returncode == 1, done.stdout + done.stderr
-    prefix = "RuntimeError: tilebench: tuning double stopped, its workers cannot start"
-    errors = [line for line in done.stderr.splitlines() if line.startswith(prefix)]
-    assert len(errors) == 1, done.stderr
-    assert "unguarded_tune.py" in errors[0] and 'if __name__ == "__main__":' in errors[0], errors[0]
-    assert time.monotonic() - started < 120  # one failed start, not one per config
-    records = RecordStore(tmp_path / "records.sqlite").records(kernel="double")
-    assert [r.status for r in records] == ["skipped"], records
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines().count("TUNED") == 1, done.stdout
+    store = RecordStore(tmp_path / "records.sqlite")
+    assert len(store.runs(kernel="double")) == 1
+    assert sorted(r.config["block"] for r in store.records(kernel="double")) == [128, 256]
 
 
 def test_a_configs_pass_configs_compile_it_under_them_and_resume_as_one_record(tmp_path):

@@ -22,7 +22,7 @@ from typing import Any
 from tilebench.compat.autotuner import AutoTuner
 from tilebench.compat.jit import jit
 from tilebench.compat.tuning import autotune
-from tilebench.compiler.build import CompileError, compile_primfunc, is_prim_func
+from tilebench.compiler.build import CompileError, is_prim_func
 from tilebench.compiler.options import LINE_DIRECTIVES, CompileOptions, _config_name
 from tilebench.compiler.runtime import tilelang
 from tilebench.compiler.runtime import tilelang as load_tilelang
@@ -30,6 +30,7 @@ from tilebench.kernel import observe
 from tilebench.kernel.compiled import Kernel
 from tilebench.kernel.jit import compile as tb_compile
 from tilebench.measure.timer import time_call
+from tilebench.workers.isolated import compile_isolated
 from tilebench.workers.parallel import compile_all
 
 
@@ -99,7 +100,7 @@ def compile_like_tilelang(
     )
     if not is_prim_func(func):
         return tb_compile(func)  # a PartialKernel, or tb.compile's TypeError naming what came
-    return Kernel.from_build(compile_primfunc(func, options))
+    return Kernel.from_build(compile_isolated(func, options))
 
 
 def par_compile_like_tilelang(

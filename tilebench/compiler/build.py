@@ -8,10 +8,11 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from tilebench.compiler.cache import compiled_elsewhere
 from tilebench.compiler.environment import prepare_environment
 from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.runtime import tilelang
@@ -96,8 +97,14 @@ def _interrupts_noted() -> Iterator[list[bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
-def compile_primfunc(prim_func: Any, options: CompileOptions) -> Build:
-    """Compile through tilelang's kernel cache; raise CompileError with the compiler's own words."""
+def compile_primfunc(
+    prim_func: Any, options: CompileOptions, first_compile: Callable[[], None] | None = None
+) -> Build:
+    """Compile through tilelang's kernel cache; raise CompileError with the compiler's own words.
+
+    `first_compile`, when given, runs on a disk-cache miss before this process compiles: it fills the
+    disk cache from another process (workers/isolated.py), so that this process only loads the kernel.
+    """
     tl = tilelang()
     prepare_environment()  # the cache folder follows settings changes made after the first import
     target = resolve_target(options.target_dict_or_str())
@@ -105,8 +112,9 @@ def compile_primfunc(prim_func: Any, options: CompileOptions) -> Build:
     start = time.perf_counter()
     with _interrupts_noted() as interrupted:
         try:
-            jit_kernel = tl.compile(prim_func, **options.tilelang_kwargs(target))
-        except (KeyboardInterrupt, SystemExit):
+            with compiled_elsewhere(first_compile):
+                jit_kernel = tl.compile(prim_func, **options.tilelang_kwargs(target))
+        except (KeyboardInterrupt, SystemExit, CompileError):
             raise
         except Exception as exc:  # tilelang raises TVMError, RuntimeError, ValueError...
             if interrupted:  # TVM turns a Ctrl-C inside its C++ into a bare RuntimeError

@@ -22,7 +22,7 @@ import shutil
 import stat
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -292,14 +292,25 @@ def _wrap(owner: type, name: str, wrapper: Callable[..., Any]) -> None:
     setattr(owner, name, classmethod(method) if is_classmethod else method)
 
 
+@contextlib.contextmanager
+def compiled_elsewhere(first_compile: Callable[[], None] | None) -> Iterator[None]:
+    """Inside the block, this thread's next disk-cache miss runs `first_compile` (which compiles the kernel
+    into the disk cache in another process, or raises) and then loads what it made; None: no change."""
+    saved = getattr(_STATE, "first_compile", None)
+    _STATE.first_compile = first_compile
+    try:
+        yield
+    finally:
+        _STATE.first_compile = saved
+
+
 def _guarded_kernel_load(original: Callable, self: Any, key: str, *args: Any, **kwargs: Any) -> Any:
     entry = Path(self._get_cache_path(key))
-    if not os.path.lexists(entry):
-        return None  # a cache miss: tilelang compiles and saves a fresh entry
-    reason, contents = entry_problem(entry, key)
-    if reason is not None:
-        _refuse(entry, reason)
-        return None
+    contents = _usable_entry(entry, key)
+    if contents is None and _compile_elsewhere():
+        contents = _usable_entry(entry, key)
+    if contents is None:
+        return None  # a cache miss: tilelang compiles (in this process) and saves a fresh entry
     _STATE.sources = {
         name: contents[name] for name in (self.device_kernel_path, self.host_kernel_path) if name in contents
     }
@@ -307,6 +318,27 @@ def _guarded_kernel_load(original: Callable, self: Any, key: str, *args: Any, **
         return original(self, key, *args, **kwargs)
     finally:
         _STATE.sources = None
+
+
+def _usable_entry(entry: Path, key: str) -> dict[str, bytes] | None:
+    """The checked contents of the entry at `entry`; None when there is none or it is refused (removed)."""
+    if not os.path.lexists(entry):
+        return None
+    reason, contents = entry_problem(entry, key)
+    if reason is not None:
+        _refuse(entry, reason)
+        return None
+    return contents
+
+
+def _compile_elsewhere() -> bool:
+    """Run (once) the first compile of compiled_elsewhere's block; False when there is none."""
+    first_compile = getattr(_STATE, "first_compile", None)
+    if first_compile is None:
+        return False
+    _STATE.first_compile = None
+    first_compile()
+    return True
 
 
 def _checked_sources(original: Callable, self: Any, *args: Any, **kwargs: Any) -> Any:

@@ -12,15 +12,20 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+import warnings
 from typing import TYPE_CHECKING, Any, Literal
 
 from tilebench.compiler import headers, tir_json
+from tilebench.compiler.cache import UntrustedCacheWarning
 from tilebench.compiler.runtime import tilelang
 
 if TYPE_CHECKING:
     from tvm.tirx import PrimFunc
 
 Status = Literal["ok", "compile_error", "timeout", "crash"]
+Warned = tuple[tuple[str, str], ...]  # (category name, message) of the warnings a compile gave
+_FORWARDED = {cls.__name__: cls for cls in (UntrustedCacheWarning,)}  # what the asking process must see
+_RECORDED: list[tuple[str, str]] = []
 
 _FRAME = re.compile(r'^\s*(Traceback \(most recent call last\)|File ".*", line \d+)')
 _HEAD_LINES, _TAIL_LINES = 14, 6
@@ -44,12 +49,16 @@ class CompileRequest:
     def __call__(self) -> tuple[Status, str]:
         """Compile in this process, into tilelang's disk cache. Errors come back as text, never raised."""
         tl = tilelang()
-        try:
-            # deepcopy: a disk-cache load rewrites out_idx in place ([-1] -> [2]), changing later cache keys.
-            with headers.more_coming(self.more_coming):
-                tl.compile(tir_json.load(self.tir_json), **copy.deepcopy(self.kwargs))
-        except Exception as exc:  # any compiler failure is data for the caller
-            return "compile_error", readable_error(exc)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always", UntrustedCacheWarning)
+            try:
+                # deepcopy: a disk-cache load rewrites out_idx in place ([-1] -> [2]), changing later keys.
+                with headers.more_coming(self.more_coming):
+                    tl.compile(tir_json.load(self.tir_json), **copy.deepcopy(self.kwargs))
+            except Exception as exc:  # any compiler failure is data for the caller
+                return "compile_error", readable_error(exc)
+            finally:
+                _RECORDED[:] = [(w.category.__name__, str(w.message)) for w in seen if _forwarded(w.category)]
         return "ok", ""
 
 
@@ -75,6 +84,7 @@ class CompileOutcome:
     index: int
     label: str = ""
     headers: str = ""  # how NVRTC met the kernel's includes (headers.take_last_use); "" where not known
+    warned: Warned = ()  # warnings the compile gave that the asking process must see (reissue)
 
     @property
     def ok(self) -> bool:
@@ -94,3 +104,20 @@ def readable_error(exc: BaseException) -> str:
         kept = [*buried[:_HEAD_LINES], "..."] if buried else []
         lines = [*lines[:_HEAD_LINES], "...", *kept, *lines[-_TAIL_LINES:]]
     return "\n".join([f"{type(exc).__name__}: {lines[0]}", *lines[1:]]) if lines else type(exc).__name__
+
+
+def _forwarded(category: type[Warning]) -> bool:
+    return category.__name__ in _FORWARDED
+
+
+def take_warnings() -> Warned:
+    """The forwarded warnings of this process's last compile request (once)."""
+    taken = tuple(_RECORDED)
+    _RECORDED.clear()
+    return taken
+
+
+def reissue(warned: Warned) -> None:
+    """Warn here what a compile in another process warned there."""
+    for category, message in warned:
+        warnings.warn(message, _FORWARDED.get(category, UserWarning), stacklevel=3)

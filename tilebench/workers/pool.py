@@ -33,6 +33,7 @@ from tilebench.compiler.request import (
     CompileOutcome,
     CompileRequest,
     postproc_callback_here,
+    take_warnings,
 )
 from tilebench.compiler.runtime import tilelang
 from tilebench.compiler.targets import TargetSpec, resolve_target
@@ -74,7 +75,8 @@ def _compile_here(requests: Iterable[CompileRequest]) -> Iterator[CompileOutcome
         started = time.monotonic()
         status, message = request()
         seconds = time.monotonic() - started
-        yield CompileOutcome(status, message, seconds, index, request.label, headers.take_last_use())
+        use = headers.take_last_use()
+        yield CompileOutcome(status, message, seconds, index, request.label, use, take_warnings())
 
 
 def _worker_main(conn: Connection, cache_dir: str) -> None:
@@ -93,7 +95,7 @@ def _worker_main(conn: Connection, cache_dir: str) -> None:
             return
         start = time.perf_counter()
         status, message = request()
-        conn.send((status, message, time.perf_counter() - start, headers.take_last_use()))
+        conn.send((status, message, time.perf_counter() - start, headers.take_last_use(), take_warnings()))
 
 
 class _Worker(Child):
@@ -228,8 +230,8 @@ class CompilePool:
                     continue
                 if reply is not DIED and worker.job:
                     (index, label), worker.job = worker.job, None
-                    status, message, seconds, header_use = reply
-                    yield CompileOutcome(status, message, seconds, index, label, header_use)
+                    status, message, seconds, header_use, warned = reply
+                    yield CompileOutcome(status, message, seconds, index, label, header_use, warned)
                 else:
                     yield from self._fail(worker, pending)
             elif now >= worker.deadline:
