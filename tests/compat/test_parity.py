@@ -55,7 +55,7 @@ def test_kernel_api_answers_like_tilelangs(kernels):
     assert ours.get_host_source()
     assert ours.signature == ["A: Tensor[(1024), float32]", "B: Tensor[(1024), float32] (output)"]
     profiler = ours.get_profiler(tensor_supply_type="integer")
-    assert type(profiler).__mro__[1] is type(theirs.get_profiler())
+    assert isinstance(profiler, type(theirs.get_profiler()))  # tilelang's Profiler, its methods ours
     assert profiler.result_idx == [1] and profiler.func is ours
     with pytest.raises(ValueError, match="tensor_supply_type"):
         ours.get_profiler(tensor_supply_type="sideways")

@@ -3,6 +3,7 @@
 import dataclasses
 import itertools
 import math
+import random
 import sys
 import time
 
@@ -126,3 +127,50 @@ def test_a_missing_optuna_is_named_with_the_install_command(monkeypatch):
     monkeypatch.delitem(sys.modules, "tilebench.tuner.strategies.optuna_search", raising=False)
     with pytest.raises(ImportError, match=r"'tpe' needs .*pip install optuna"):
         get_strategy("tpe")
+
+
+@dataclasses.dataclass
+class Timed:
+    status: str = "ok"
+    median_ms: float | None = 1.0
+
+
+@pytest.mark.parametrize("name", ["grid", "random", "tpe", "cmaes"])
+def test_every_strategy_starts_at_once_on_a_grid_of_a_hundred_million(name):
+    huge = {"block_M": list(range(1, 10_001)), "block_N": list(range(1, 10_001))}
+    space = Space.from_call(
+        (), {k: tune(v) for k, v in huge.items()}, None, constraint=lambda c: c["block_M"] % 2 == 0
+    )
+    asked = []
+
+    def evaluate(batch):
+        asked.extend(batch)
+        return [Timed(median_ms=float(c["block_M"] + c["block_N"])) for c in batch]
+
+    started = time.perf_counter()
+    get_strategy(name).search(space, evaluate, Budget(max_configs=4, batch_size=2))
+    assert time.perf_counter() - started < 10
+    assert len(asked) == 4 and len({(c["block_M"], c["block_N"]) for c in asked}) == 4
+    assert all(c["block_M"] % 2 == 0 for c in asked)  # the constraint, applied as configs come
+
+
+def test_random_order_covers_a_sampled_space_once(monkeypatch):
+    from tilebench.tuner.strategies import random_sample
+
+    monkeypatch.setattr(random_sample, "SHUFFLE_LIMIT", 10)  # the sampled path, on a space one can list
+    space = space_of({"block_M": list(range(30)), "block_N": list(range(7))})
+    seen = [(c["block_M"], c["block_N"]) for c in random_sample.shuffled(space, random.Random(1))]
+    assert len(seen) == len(set(seen)) == 210
+    assert seen != sorted(seen)
+
+
+def test_model_based_search_ends_when_every_allowed_config_was_seen():
+    space = Space.from_call(
+        (),
+        {"block_M": tune([1, 2, 3, 4]), "block_N": tune([1, 2])},
+        None,
+        constraint=lambda c: c["block_M"] > 1,
+    )
+    asked = []
+    get_strategy("tpe").search(space, lambda b: asked.extend(b) or [Timed() for _ in b], Budget(batch_size=3))
+    assert sorted((c["block_M"], c["block_N"]) for c in asked) == [(m, n) for m in (2, 3, 4) for n in (1, 2)]

@@ -29,6 +29,7 @@ from tilebench.compiler.runtime import tilelang as load_tilelang
 from tilebench.kernel import observe
 from tilebench.kernel.compiled import Kernel
 from tilebench.kernel.jit import compile as tb_compile
+from tilebench.kernel.validate import num_workers_problem
 from tilebench.measure.timer import time_call
 from tilebench.workers.isolated import compile_isolated
 from tilebench.workers.parallel import compile_all
@@ -116,7 +117,9 @@ def par_compile_like_tilelang(
     ignore_error: bool = False,
 ) -> list[Any]:
     """`tilelang.par_compile`: PrimFuncs compiled in tilebench's worker pool, as tilebench Kernels."""
-
+    problem = num_workers_problem("par_compile", num_workers)
+    if problem is not None:
+        raise problem
     options = _compile_options(
         out_idx=out_idx,
         execution_backend=execution_backend,

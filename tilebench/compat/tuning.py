@@ -12,6 +12,7 @@ from tilebench.tuner.config_options import compile_call, kernel_for_call
 from tilebench.tuner.protocol import TunableKernel
 from tilebench.tuner.result import CallArgs, TuneResult
 from tilebench.tuner.session import TuneOptions
+from tilebench.tuner.space import KernelNames, Space
 
 _OPTION_NAMES = {f.name for f in dataclasses.fields(TuneOptions)}
 
@@ -40,9 +41,8 @@ def _signature(jit: TunableKernel) -> inspect.Signature | None:
 
 
 def space_of_call(jit: TunableKernel, args: tuple, kwargs: dict, constraint: Callable | None = None) -> Any:
-    from tilebench.tuner.space import Space
-
-    return Space.from_call(args, kwargs, _signature(jit), constraint=constraint)
+    """The space of one call's choices; a name the kernel does not take is refused here, before any compile."""
+    return Space.from_call(args, kwargs, _signature(jit), constraint=constraint, names=KernelNames.of(jit))
 
 
 def tune_call(jit: TunableKernel, args: tuple, kwargs: dict, options: TuneOptions) -> TuneResult:
@@ -58,9 +58,7 @@ def tune_call(jit: TunableKernel, args: tuple, kwargs: dict, options: TuneOption
 
 def tune_configs(jit: TunableKernel, configs: Iterable[dict | tuple], options: TuneOptions) -> TuneResult:
     """Tune an explicit list (or generator) of calls: dicts are keyword calls, tuples positional ones."""
-    from tilebench.tuner.space import Space
-
-    space = Space.from_configs(configs, _signature(jit), constraint=options.constraint)
+    space = Space.from_configs(configs, _signature(jit), options.constraint, KernelNames.of(jit))
     return open_session(jit, space, options).run()
 
 
@@ -273,12 +271,11 @@ def reference_latency(kernel: Any, options: TuneOptions) -> float | None:
 
 
 def tune_calls(jit: TunableKernel, calls: list[tuple[tuple, dict]], options: TuneOptions) -> TuneResult:
-    from tilebench.tuner.space import Space
-
     space = Space.from_configs(
         [dict(kwargs) if not args else (args, kwargs) for args, kwargs in calls],
         _signature(jit),
         constraint=options.constraint,
+        names=KernelNames.of(jit),
     )
     return open_session(jit, space, options).run()
 

@@ -6,21 +6,22 @@ building readers) sits behind a cache miss.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tilebench.compiler.build import CompileError, compile_primfunc, is_prim_func, kernel_name
+from tilebench.compiler.build import CompileError, is_prim_func, kernel_name
 from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.targets import describe_target, resolve_target
 from tilebench.kernel.binder import freeze_key, make_binder, make_key_parser, make_shape_reader
 from tilebench.kernel.compiled import Kernel, PartialKernel
-from tilebench.kernel.param_checks import check_call
+from tilebench.kernel.expectations import call_key, call_kinds, value_kinds
+from tilebench.kernel.param_checks import check_call, elaboration_problem
 from tilebench.kernel.placeholders import is_placeholder
-from tilebench.kernel.validate import placeholder_problem
+from tilebench.kernel.validate import config_call, par_compile_problem, placeholder_problem
 from tilebench.measure.timer import time_call
+from tilebench.workers.isolated import compile_isolated
 
 _LIVE: weakref.WeakSet[JIT] = weakref.WeakSet()
 _MISS = object()
@@ -44,10 +45,11 @@ class JIT:
         self._mode: str | None = "prim_func" if self._prim_func is not None else None
         self._binder: Callable | None = None
         self._runtime_names: tuple[str, ...] = ()
-        # eager: compile-time values -> (shape reader, {T.const values -> Kernel})
-        self._templates: dict[tuple, tuple[Callable, dict]] = {}
-        self._by_key: dict[Any, Kernel] = {}  # tilelang's template key (or call form) -> Kernel
-        self._last_call: tuple = (_MISS, _MISS, None)
+        self._leading_runtime = 0  # leading positional parameters that are runtime (a call of only those)
+        # eager: compile-time values -> (shape reader, {T.const values -> Kernel}, kinds checked, kinds nested)
+        self._templates: dict[tuple, tuple[Callable, dict, list, bool]] = {}
+        self._by_key: dict[Any, Kernel] = {}  # tilelang's template key (or the call form and kinds) -> Kernel
+        self._last_call: tuple = (_MISS, _MISS, None, None)
         _LIVE.add(self)
 
     # --- elaboration --------------------------------------------------------------------------
@@ -60,10 +62,16 @@ class JIT:
             self._elaborator = Elaborator(self._func)
             self._runtime_names = self._elaborator.tensor_names
             self._binder = make_binder(self.__name__, self._elaborator.signature, self._runtime_names)
+            for param in self._elaborator.signature.parameters.values():  # until a compile-time one
+                if param.name not in self._runtime_names or param.kind != param.POSITIONAL_OR_KEYWORD:
+                    break
+                self._leading_runtime += 1
         return self._elaborator
 
-    def _ensure_mode(self, args: tuple, kwargs: dict) -> str:
-        check_call(self, args, kwargs)  # kernel/param_checks.py: every value checked before tilelang sees it
+    def _checked(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """The call as tilelang is to see it (numpy scalars as Python numbers), once every value passed
+        kernel/param_checks.py's check (else its error is raised); settles lazy or eager on the first call."""
+        args, kwargs = check_call(self, args, kwargs)
         if self._mode is None:
             self._mode = self.elaborator.infer_mode(args, kwargs)
             if self._mode == "eager" and self.options.out_idx is not None:
@@ -71,18 +79,27 @@ class JIT:
                     f"{self.__name__}: out_idx is for lazy kernels (functions returning a PrimFunc); "
                     "an eager kernel declares its outputs with T.empty()"
                 )
-        return self._mode
+        return args, kwargs
+
+    def _ensure_mode(self, args: tuple, kwargs: dict) -> str:
+        return self._checked(args, kwargs) and self._mode
 
     def get_tir(self, *args: Any, **kwargs: Any) -> Any:
         """The PrimFunc (TIR before lowering) for these arguments; tensors may be placeholders."""
         if self._prim_func is not None:
             return self._prim_func
-        self._ensure_mode(args, kwargs)
+        args, kwargs = self._checked(args, kwargs)
         target = resolve_target(self.options.target_dict_or_str())
-        return self.elaborator.get_tir(target, args, kwargs)
+        try:
+            return self.elaborator.get_tir(target, args, kwargs)
+        except Exception as error:
+            problem = elaboration_problem(self, error, args, kwargs)  # a constant TVM cannot hold, named
+            if problem is None:
+                raise
+            raise problem from error
 
     def _build(self, prim_func: Any) -> Kernel:
-        return Kernel.from_build(compile_primfunc(prim_func, self.options), self.__name__, origin=self)
+        return Kernel.from_build(compile_isolated(prim_func, self.options), self.__name__, origin=self)
 
     # --- calls ----------------------------------------------------------------------------------
 
@@ -91,15 +108,25 @@ class JIT:
         if mode == "eager":
             try:
                 compile_values, runtime = self._binder(*args, **kwargs)
-                reader, kernels = self._templates[compile_values]
+                reader, kernels, kinds, nested = self._templates[compile_values]
+                # values given: equal to the template's (256.0 == 256, True == 1) is not enough
+                if (kwargs or len(args) > self._leading_runtime) and (
+                    value_kinds(compile_values) if nested else tuple(map(type, compile_values))
+                ) not in kinds:
+                    raise KeyError(compile_values)
                 kernel = kernels[reader(*runtime)]
             except (KeyError, TypeError, AttributeError, IndexError):
                 kernel, runtime = self._resolve_eager(args, kwargs)
             return kernel(*runtime)
         if mode == "lazy":
-            last_args, last_kwargs, kernel = self._last_call
+            last_args, last_kwargs, kernel, kinds = self._last_call
             try:
-                if args == last_args and kwargs == last_kwargs:
+                # equal is not enough (256.0 == 256, True == 1): the kinds must be the last call's too
+                if (
+                    args == last_args
+                    and kwargs == last_kwargs
+                    and (tuple(map(type, args)) if not kwargs else call_kinds(args, kwargs)) == kinds
+                ):
                     return kernel
             except (TypeError, RuntimeError):  # tensors among the arguments
                 pass
@@ -110,21 +137,23 @@ class JIT:
         return self(*args, **kwargs)
 
     def _resolve_lazy(self, args: tuple, kwargs: dict) -> Kernel:
-        try:
-            key = (args, tuple(sorted(kwargs.items())))
-            kernel = self._by_key.get(key)
-        except TypeError:  # unhashable arguments: freeze them
-            key = freeze_key([args, sorted(kwargs.items(), key=repr)])
-            kernel = self._by_key.get(key)
-        if kernel is None:
-            kernel = self._by_key[key] = self._build(self.get_tir(*args, **kwargs))
-        self._last_call = (args, kwargs, kernel)
+        key = call_key(args, kwargs)
+        kernel = self._by_key.get(key)
+        if kernel is None:  # a call not seen in this form: checked, then looked up as tilelang sees it
+            plain_args, plain_kwargs = self._checked(args, kwargs)
+            plain_key = call_key(plain_args, plain_kwargs)
+            kernel = self._by_key.get(plain_key)
+            if kernel is None:
+                kernel = self._by_key[plain_key] = self._build(self.get_tir(*plain_args, **plain_kwargs))
+            self._by_key[key] = kernel
+        self._last_call = (args, kwargs, kernel, call_kinds(args, kwargs))
         return kernel
 
     def _resolve_eager(self, args: tuple, kwargs: dict) -> tuple[Kernel, tuple]:
         """The slow path: bind (raising on bad calls), elaborate, compile, and remember readers."""
         elaborator = self.elaborator
-        self._ensure_mode(args, kwargs)
+        given = (args, kwargs)
+        args, kwargs = self._checked(args, kwargs)
         if self._binder is None:  # a signature the binder cannot mirror: tilelang binds every call
             key, runtime_args = elaborator.template_key(args, kwargs)
             kernel = self._by_key.get(key) or self._compile_key(key, args, kwargs)
@@ -146,8 +175,13 @@ class JIT:
             except TypeError:
                 return kernel, runtime
             reader = make_shape_reader(self._runtime_names, readers)
-            entry = self._templates.setdefault(compile_values, (reader, {}))
+            nested = value_kinds(compile_values) != tuple(map(type, compile_values))
+            entry = self._templates.setdefault(compile_values, (reader, {}, [], nested))
             entry[1][reader(*runtime)] = kernel
+            # the kinds the fast path takes (a short list: no hashing), these values' and the call's as given
+            for values in (compile_values, self._binder(*given[0], **given[1])[0]):
+                kinds = value_kinds(values) if entry[3] else tuple(map(type, values))
+                entry[2].extend([kinds] if kinds not in entry[2] else [])
             if "parse_cache_key" not in self.__dict__:
                 self._install_key_parser(compile_values, readers, elaborator.const_names(args, kwargs))
         return kernel, runtime
@@ -179,8 +213,8 @@ class JIT:
             if kernel is None:
                 kernel = self._by_key[None] = self._build(self._prim_func)
             return kernel
-        mode = self._ensure_mode(args, kwargs)
-        if mode == "lazy":
+        args, kwargs = self._checked(args, kwargs)
+        if self._mode == "lazy":
             return self._resolve_lazy(args, kwargs)
         if self._tensors_missing(args, kwargs):  # T.const values given instead of tensors
             key, _ = self.elaborator.template_key(args, kwargs)
@@ -201,14 +235,17 @@ class JIT:
     def parse_cache_key(self, *args: Any, **kwargs: Any) -> tuple:
         """The key a call with these arguments is cached under: compile-time values + T.const dims."""
         if self._mode == "eager" and self._binder is not None and not self._tensors_missing(args, kwargs):
-            compile_values, runtime = self._binder(*args, **kwargs)
-            entry = self._templates.get(compile_values)
-            if entry is not None:
-                try:
+            try:
+                compile_values, runtime = self._binder(*args, **kwargs)
+                entry = self._templates.get(compile_values)
+                kinds = entry and (
+                    value_kinds(compile_values) if entry[3] else tuple(map(type, compile_values))
+                )
+                if entry is not None and kinds in entry[2]:
                     return compile_values + entry[0](*runtime)
-                except (TypeError, AttributeError, IndexError):
-                    pass  # not tensors: tilelang's binding below says which parameter is wrong
-        self._ensure_mode(args, kwargs)
+            except (TypeError, AttributeError, IndexError):
+                pass  # unhashable values, or not tensors: the check below says which parameter is wrong
+        args, kwargs = self._checked(args, kwargs)
         if self._mode == "eager":
             p1, p2 = self.elaborator.template_key(args, kwargs)[0]
             return tuple(p1) + tuple(p2 or ())
@@ -236,7 +273,9 @@ class JIT:
         """Compile many configs in worker processes; a failed one is None with ignore_error, else raises."""
         from tilebench.workers.parallel import compile_all
 
-        calls = [_as_call(config, index) for index, config in enumerate(configs)]
+        if problem := par_compile_problem(num_workers, ignore_error, timeout):
+            raise problem
+        calls = [config_call(config, index) for index, config in enumerate(configs)]
         prim_funcs = [self.get_tir(*a, **k) for a, k in calls]
         builds = compile_all(prim_funcs, self.options, num_workers=num_workers, timeout=timeout)
         kernels: list[Kernel | None] = []
@@ -252,11 +291,10 @@ class JIT:
 
     def _remember(self, args: tuple, kwargs: dict, kernel: Kernel) -> Kernel:
         """Put a kernel compiled elsewhere (a worker) into the dispatch caches."""
-        if self._mode == "lazy":
-            with contextlib.suppress(TypeError):  # unhashable call forms are looked up the slow way
-                self._by_key.setdefault((args, tuple(sorted(kwargs.items()))), kernel)
-            return kernel
-        key, _ = self.elaborator.template_key(args, kwargs)
+        if self._mode == "lazy":  # under the call as given and as tilelang saw it
+            self._by_key.setdefault(call_key(args, kwargs), kernel)
+            return self._by_key.setdefault(call_key(*self._checked(args, kwargs)), kernel)
+        key, _ = self.elaborator.template_key(*self._checked(args, kwargs))
         return self._by_key.setdefault(key, kernel)
 
     def bench(
@@ -278,7 +316,8 @@ class JIT:
 
     def runtime_args(self, *args: Any, **kwargs: Any) -> tuple:
         """The values an eager call passes to the compiled kernel (its tensors), in order."""
-        if self._ensure_mode(args, kwargs) != "eager":
+        args, kwargs = self._checked(args, kwargs)
+        if self._mode != "eager":
             raise TypeError(f"{self.__name__} is not an eager kernel: its call arguments are not its inputs")
         if self._binder is None:
             return tuple(self.elaborator.template_key(args, kwargs)[1].values())
@@ -362,7 +401,7 @@ class JIT:
         self.__dict__.pop("parse_cache_key", None)
         self._templates.clear()
         self._by_key.clear()
-        self._last_call = (_MISS, _MISS, None)
+        self._last_call = (_MISS, _MISS, None, None)
 
     @property
     def cached_kernels(self) -> int:
@@ -383,17 +422,6 @@ def _placeholders_fit(kernel: Kernel, runtime: tuple) -> tuple:
 
 def _prim_func_name(func: Any) -> str:
     return kernel_name(func) if is_prim_func(func) else "kernel"
-
-
-def _as_call(config: Any, index: int) -> tuple[tuple, dict]:
-    if isinstance(config, dict):
-        return (), dict(config)
-    if isinstance(config, (tuple, list)):
-        return tuple(config), {}
-    raise TypeError(
-        f"config {index} must be a dict (keyword call) or a tuple (positional call), "
-        f"got {type(config).__name__}"
-    )
 
 
 def is_autotuned(value: Any) -> bool:
@@ -455,7 +483,7 @@ def compile(
             f"tb.compile takes a PrimFunc or a PartialKernel (kernel.partial(...)), not {type(func).__name__}"
         )
     opts = CompileOptions.create(out_idx=out_idx, target=target, **options)
-    return Kernel.from_build(compile_primfunc(func, opts))
+    return Kernel.from_build(compile_isolated(func, opts))
 
 
 def live_jits() -> list[JIT]:

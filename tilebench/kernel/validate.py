@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -53,6 +54,85 @@ def is_integer(value: Any) -> bool:
 def is_real(value: Any) -> bool:
     """An int or float (numpy scalars too); never a bool."""
     return isinstance(value, numbers.Real) and not is_bool(value)
+
+
+_PLAIN = (int, float, bool, str, type(None))
+
+
+def plain_value(value: Any) -> Any:
+    """`value` with numpy (and other numbers.Integral) scalars as Python ints, floats and bools, inside
+    tuples and lists too: what tilelang takes as a compile-time value (`threads=np.int64(128)` it refuses).
+    The same object where nothing changes."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if is_bool(value):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real) and kind.__module__ == "numpy":
+        return float(value)
+    if kind in (tuple, list):
+        items = [plain_value(item) for item in value]
+        return kind(items) if any(a is not b for a, b in zip(items, value)) else value
+    return value
+
+
+def config_call(config: Any, index: int) -> tuple[tuple, dict]:
+    """par_compile's config as a call: a dict is a keyword call, a tuple or list a positional one."""
+    if isinstance(config, dict):
+        return (), dict(config)
+    if isinstance(config, (tuple, list)):
+        return tuple(config), {}
+    raise TypeError(
+        f"config {index} must be a dict (keyword call) or a tuple (positional call), "
+        f"got {type(config).__name__}"
+    )
+
+
+def num_workers_problem(where: str, value: Any) -> Exception | None:
+    """Why `value` cannot be a number of worker processes (None: as many as the pool decides), or None.
+    0 or a negative count once left the compile pool waiting forever for workers it never started."""
+    if value is None or (is_integer(value) and int(value) >= 1):
+        return None
+    error = ValueError if is_integer(value) else TypeError
+    return error(f"{where}: num_workers must be None or a positive int, got {shown(value)}")
+
+
+def par_compile_problem(num_workers: Any, ignore_error: Any, timeout: Any) -> Exception | None:
+    """The first of par_compile's options that is wrong, as an exception naming it; None if all fit."""
+    problem = num_workers_problem("par_compile", num_workers)
+    if problem is not None:
+        return problem
+    if not is_bool(ignore_error):
+        return TypeError(f"par_compile: ignore_error must be True or False, got {shown(ignore_error)}")
+    if not is_real(timeout) or not (math.isfinite(float(timeout)) and timeout > 0):
+        return ValueError(f"par_compile: timeout must be a positive number of seconds, got {shown(timeout)}")
+    return None
+
+
+_LITERAL = re.compile(r"Literal value (\S+) exceeds (?:maximum|minimum) of (\w+)")
+
+
+def literal_problem(kernel: str, message: str, numbers: dict[str, Any]) -> Exception | None:
+    """TVM's refusal of a constant (`Literal value 1e+300 exceeds maximum of float16`: the type a value gets
+    depends on where the kernel uses it) as a ValueError naming the compile-time value it is, else the
+    largest of `numbers` (name -> value); None for other messages."""
+    found = _LITERAL.search(message)
+    if found is None or not numbers:
+        return None
+    try:
+        literal = float(found.group(1))
+    except ValueError:
+        return None
+    exact = [n for n, v in numbers.items() if math.isclose(float(v), literal, rel_tol=1e-5)]
+    name = exact[0] if exact else max(numbers, key=lambda n: abs(float(numbers[n])))
+    dtype, value = found.group(2), numbers[name]
+    wanted = f"within {dtype}" if exact else f"smaller: the kernel computes a value from it beyond {dtype}"
+    return ValueError(
+        f"{kernel}(): {name} must be {wanted} (where the kernel uses it), got {value!r} "
+        f"(tilelang: {found.group(0)})"
+    )
 
 
 def shown(value: Any) -> str:
@@ -122,6 +202,38 @@ def pointer_problem(where: str, value: Any) -> Exception | None:
     if hasattr(value, "data_ptr"):
         return None
     return TypeError(f"{where} expects a pointer (an int address or a tensor), got {shown(value)}")
+
+
+def _shape(value: Any) -> tuple | None:
+    """The shape of anything tensor-like tilelang can read dimensions from, else None."""
+    import torch
+
+    if isinstance(value, (torch.Tensor, Placeholder)):
+        return tuple(value.shape)
+    if type(value).__name__ == "Buffer" and type(value).__module__.startswith("tvm"):
+        return tuple(value.shape)
+    if hasattr(value, "__dlpack__") and isinstance(getattr(value, "shape", None), tuple):
+        return value.shape
+    return None
+
+
+def template_tensor_problem(where: str, spec: Any, value: Any, shape_is_read: bool) -> Exception | None:
+    """Why `value` cannot be an eager template's tensor of `spec` (its kind, then its rank), or None."""
+    import torch
+
+    expected = f"a tensor of {len(spec.shape)} dimensions {tuple(spec.shape)}"
+    if isinstance(value, torch.Tensor):
+        problem = tensor_kind_problem(where, value)
+        if problem is not None:
+            return problem
+    shape = _shape(value)
+    if shape is None:
+        if is_integer(value) and not shape_is_read:
+            return None  # an address for a static shape: the compiled kernel decides
+        return TypeError(f"{where} expects {expected} (torch.Tensor or tb.place(...)), got {shown(value)}")
+    if len(shape) != len(spec.shape):
+        return ValueError(f"{where} expects {expected}, got {len(shape)}: shape {tuple(shape)}")
+    return None
 
 
 def tensor_kind_problem(where: str, value: Any) -> Exception | None:
