@@ -13,6 +13,19 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from tilebench.compat.adopt import adopt
+from tilebench.compat.jit import jit
+from tilebench.compat.tuning import (
+    chosen_config,
+    compile_only_stand_in,
+    make_options,
+    record_tuning,
+    reference_latency,
+    tune_calls,
+)
+from tilebench.store import default_store
+from tilebench.store.schema import canonical_json, config_hash
+from tilebench.tuner.config_options import compile_call
 from tilebench.tuner.result import TuneResult
 
 
@@ -76,7 +89,6 @@ class AutoTuner:
     @property
     def cache_dir(self) -> Any:
         """Where the records live (tilebench's store, shared by every run)."""
-        from tilebench.store import default_store
 
         return default_store().path.parent
 
@@ -124,7 +136,6 @@ class AutoTuner:
         given = dict(locals())
         given.pop("self")
         self.profile_args = {_PROFILE_NAMES.get(k, k): v for k, v in given.items()}
-        from tilebench.compat.tuning import make_options
 
         make_options(**self.profile_args)  # a bad argument fails here, naming itself
         return self
@@ -136,8 +147,6 @@ class AutoTuner:
         return self
 
     def _kernel(self) -> Any:
-        from tilebench.compat.adopt import adopt
-        from tilebench.compat.jit import jit
 
         overrides = {k: v for k, v in self.compile_args.items() if v is not None}
         kernel = adopt(self.fn, overrides)
@@ -146,7 +155,6 @@ class AutoTuner:
         return getattr(kernel, "jit", kernel) if getattr(kernel, "tilebench_autotuned", False) else kernel
 
     def _options(self, warmup: float, rep: float, timeout: float) -> Any:
-        from tilebench.compat.tuning import make_options
 
         if self.options is not None:
             return self.options
@@ -154,14 +162,11 @@ class AutoTuner:
 
     def generate_cache_key(self, parameters: dict[str, Any], extra_parameters: dict[str, Any]) -> str:
         """The tuning key of this kernel (records are stored and resumed under it)."""
-        from tilebench.store.schema import canonical_json, config_hash
 
         return config_hash({"kernel": self._kernel().source, "parameters": canonical_json(parameters)})
 
     def run(self, warmup: float = 25, rep: float = 100, timeout: float = 30, **_: Any) -> AutotuneResult:
         """Tune every config; records go to the store (a second run answers from it)."""
-        from tilebench.compat.tuning import chosen_config, compile_only_stand_in, record_tuning, tune_calls
-        from tilebench.tuner.config_options import compile_call
 
         kernel = self._kernel()
         args, kwargs = self.call
@@ -191,7 +196,6 @@ class AutoTuner:
 
     def _ref_latency(self, kernel: Any, options: Any) -> float | None:
         """The reference's time on the profiler's inputs (seed 003's ref_latency), measured once."""
-        from tilebench.compat.tuning import reference_latency
 
         if self.ref_latency_cache is None:
             self.ref_latency_cache = reference_latency(kernel, options)

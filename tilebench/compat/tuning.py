@@ -8,6 +8,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from tilebench.compat.sessions import open_session
+from tilebench.compiler.runtime import has_gpu
+from tilebench.kernel.binder import freeze_key
+from tilebench.kernel.describe import describe_value
+from tilebench.kernel.tilelang_api import TileLangKernelAPI
+from tilebench.measure.timer import time_call
 from tilebench.tuner.config_options import compile_call, kernel_for_call
 from tilebench.tuner.protocol import TunableKernel
 from tilebench.tuner.result import CallArgs, TuneResult
@@ -140,6 +145,7 @@ class AutoTuned:
 
     def get_tunner(self) -> Any:
         """seed 003's name for the tuner behind the decorator."""
+        # late: compat's jit, tuning, autotuner and adopt call each other
         from tilebench.compat.autotuner import AutoTuner
 
         tuner = AutoTuner(self.jit, self.configs)
@@ -167,8 +173,6 @@ class AutoTuned:
         tuned = set().union(*configs)
         if tuned <= set(kwargs):
             return args, kwargs, None
-        from tilebench.kernel.binder import freeze_key
-        from tilebench.kernel.describe import describe_value
 
         key = freeze_key(
             [[describe_value(a) for a in args], sorted((k, describe_value(v)) for k, v in kwargs.items())]
@@ -200,7 +204,6 @@ class AutoTuned:
     def _with_tuning(self, out: Any, chosen: tuple[TuneResult, dict] | None) -> Any:
         """A compiled kernel (a lazy kernel's call returns one) carries its tuning's outcome, as tilelang's
         does: `kernel.latency`, `.config`, `.ref_latency`."""
-        from tilebench.kernel.tilelang_api import TileLangKernelAPI
 
         if chosen is not None and isinstance(out, TileLangKernelAPI) and out.config is None:
             record_tuning(out, *chosen, self.tune_options)
@@ -227,7 +230,6 @@ def compile_only_stand_in(result: TuneResult) -> tuple[tuple, dict] | None:
 
 def _first_compiled(result: TuneResult) -> Any:
     """Without a GPU, the record of the first config that compiled (None on a GPU or if none did)."""
-    from tilebench.compiler.runtime import has_gpu
 
     if has_gpu():
         return None
@@ -237,7 +239,6 @@ def _first_compiled(result: TuneResult) -> Any:
 def chosen_config(configs: list[dict], call_kwargs: dict) -> dict:
     """The config, as the user's list gives it, that made this call (tilelang's `result.config`; the
     records keep only the parameters that vary)."""
-    from tilebench.kernel.describe import describe_value
 
     for config in configs:
         if all(
@@ -264,7 +265,6 @@ def reference_latency(kernel: Any, options: TuneOptions) -> float | None:
     """The reference program's time on the kernel's profiler inputs (seed 003's ref_latency)."""
     if options.ref is None:
         return None
-    from tilebench.measure.timer import time_call
 
     inputs = kernel.get_profiler(options.supply_type)._get_inputs()
     return time_call(lambda: options.ref(*inputs), options.warmup, options.rep)
@@ -328,7 +328,10 @@ def autotune(
     )
 
     def decorate(target: Any) -> AutoTuned:
+        # late: compat's jit, tuning, autotuner and adopt call each other
         from tilebench.compat.adopt import adopt
+
+        # late: compat's jit, tuning, autotuner and adopt call each other
         from tilebench.compat.jit import jit
 
         kernel = adopt(target) or jit(target)

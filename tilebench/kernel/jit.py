@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from tilebench.compiler.build import CompileError, is_prim_func, kernel_name
+from tilebench.compiler.frontend import Elaborator
 from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.targets import describe_target, resolve_target
 from tilebench.kernel.binder import freeze_key, make_binder, make_key_parser, make_shape_reader
@@ -22,6 +23,7 @@ from tilebench.kernel.placeholders import is_placeholder
 from tilebench.kernel.validate import config_call, par_compile_problem, placeholder_problem
 from tilebench.measure.timer import time_call
 from tilebench.workers.isolated import compile_isolated
+from tilebench.workers.parallel import compile_all
 
 _LIVE: weakref.WeakSet[JIT] = weakref.WeakSet()
 _MISS = object()
@@ -57,8 +59,6 @@ class JIT:
     @property
     def elaborator(self) -> Any:
         if self._elaborator is None:
-            from tilebench.compiler.frontend import Elaborator
-
             self._elaborator = Elaborator(self._func)
             self._runtime_names = self._elaborator.tensor_names
             self._binder = make_binder(self.__name__, self._elaborator.signature, self._runtime_names)
@@ -271,7 +271,6 @@ class JIT:
         timeout: float = 600,
     ) -> list[Kernel | None]:
         """Compile many configs in worker processes; a failed one is None with ignore_error, else raises."""
-        from tilebench.workers.parallel import compile_all
 
         if problem := par_compile_problem(num_workers, ignore_error, timeout):
             raise problem

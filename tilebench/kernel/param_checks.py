@@ -31,6 +31,7 @@ import textwrap
 import weakref
 from typing import Any
 
+from tilebench.compiler.eager_params import eager_param_specs
 from tilebench.kernel.expectations import (
     ANY_INT,
     DTYPE,
@@ -398,7 +399,6 @@ def _checks(jit: Any) -> CallChecks:
 
 
 def _runtime_problem(jit: Any, args: tuple, kwargs: dict, named: dict[str, Any]) -> Exception | None:
-    from tilebench.compiler.eager_params import eager_param_specs
 
     found = eager_param_specs(jit.elaborator, args, kwargs, _checks(jit).templates)
     if found is None:

@@ -85,6 +85,7 @@ def cell_key(
 @functools.lru_cache(maxsize=256)
 def line_reads(line: str, cell: str) -> frozenset[str]:
     """The names the magic line's expressions read, less those the cell binds (evaluated after it ran)."""
+    # late: the magic's modules (cell.py, through magics.py) import this one
     from tilebench.magic.discover import bound_names, read_names
     from tilebench.magic.line import parse
     from tilebench.magic.magics import TileLangMagics

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tilebench.store.errors import RecordStoreError
 from tilebench.store.schema import ACTIVE_RUN_STATUSES
 
 if TYPE_CHECKING:
@@ -98,7 +99,6 @@ class Heartbeat:
         self.stop()
 
     def _beat(self) -> None:
-        from tilebench.store.store import RecordStoreError
 
         while not self._stopped.wait(self.every_s):
             try:

@@ -16,7 +16,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tilebench.config import PRIVATE_FILE_MODE, make_private_dir
+from tilebench.config import PRIVATE_FILE_MODE, make_private_dir, settings
+from tilebench.store.errors import RecordStoreBusy, RecordStoreError
+from tilebench.store.frames import export_frame, records_frame
 from tilebench.store.liveness import effective_status, process_gone, this_host
 from tilebench.store.opening import NotAStore, prepare
 from tilebench.store.rows import (
@@ -47,14 +49,6 @@ from tilebench.store.schema import (
 
 if TYPE_CHECKING:
     import pandas
-
-
-class RecordStoreError(RuntimeError):
-    """The record store's SQLite file could not be opened, read or written, or is not a tilebench store."""
-
-
-class RecordStoreBusy(RecordStoreError):
-    """Another process held the store's write lock for longer than the busy timeout; nothing is lost."""
 
 
 _INSERT = (
@@ -424,7 +418,6 @@ class RecordStore:
     def to_pandas(self, **filters: Any) -> pandas.DataFrame:
         """records(**filters) as a DataFrame, one column per config parameter; frame.attrs["skipped"]
         counts the malformed rows left out."""
-        from tilebench.store.frames import records_frame
 
         records = self.records(**filters)
         frame = records_frame(records)
@@ -433,7 +426,6 @@ class RecordStore:
 
     def export(self, path: str | os.PathLike[str], **filters: Any) -> Path:
         """Write records(**filters) to .csv or .parquet (parquet needs pyarrow or fastparquet)."""
-        from tilebench.store.frames import export_frame
 
         return export_frame(Path(path), lambda: self.to_pandas(**filters))
 
@@ -445,7 +437,6 @@ class RecordStore:
 
 def default_store() -> RecordStore:
     """The store in tilebench's cache folder (settings.cache_dir / "records.sqlite"), read at call time."""
-    from tilebench.config import settings
 
     return RecordStore(settings.cache_dir / "records.sqlite")
 
