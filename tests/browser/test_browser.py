@@ -1,9 +1,10 @@
 """The workbench in a real browser: JupyterLab + Debian's chromium, driven by playwright-core (workbench.mjs).
 
-Starts JupyterLab on 127.0.0.1 (a free port, no token, no password) over a copy of notebooks 1 and 2 in
-test-output/browser/notebooks/, with its own tilebench cache, lab settings and workspaces, and Jupyter
-config, data and runtime folders under test-output/browser/, runs `node workbench.mjs` against it and stops
-the server by its PID. Screenshots, the executed notebooks, the server log and results.json stay in test-output/browser/.
+Starts JupyterLab on 127.0.0.1 (a free port, no token, no password) over a copy of notebooks 1 and 2 and
+a notebook of six live tunes (LIVE_TUNES_CELLS) in test-output/browser/notebooks/, with its own tilebench
+cache, lab settings and workspaces, and Jupyter config, data and runtime folders under test-output/browser/,
+runs `node workbench.mjs` against it and stops the server by its PID. Screenshots, the executed notebooks,
+the server log and results.json stay in test-output/browser/.
 
 Skipped (with the reason) when chromium, node or playwright-core is missing, unless TILEBENCH_REQUIRE_BROWSER
 is set (as `make browser` does): then a missing piece fails the test. `scripts/setup_browser.sh` installs them.
@@ -29,6 +30,42 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 OUT = REPO / "test-output" / "browser"
 NOTEBOOKS = ("01_quickstart.ipynb", "02_autotune.ipynb")
+# Written here, not in notebooks/: six live dashboards (five fresh compile-only tunes and a resumed one)
+# that workbench.mjs compares with the records each run stored.
+LIVE_TUNES = "03_live_tunes.ipynb"
+LIVE_TUNES_CELLS = (
+    """import tilebench as tb
+import tilelang.language as T
+
+
+@tb.jit(out_idx=[-1])
+def vadd(N, block_N=256, threads=128, dtype="float16"):
+    @T.prim_func
+    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype), C: T.Tensor((N,), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), threads=threads) as bx:
+            for i in T.Parallel(block_N):
+                C[bx * block_N + i] = A[bx * block_N + i] + B[bx * block_N + i]
+
+    return main""",
+    # one cell excluded whole by the constraint
+    """first = dict(block_N=tb.tune([128, 256, 512]), threads=tb.tune([64, 128]))
+t1 = vadd.tune(1 << 12, **first, tune_options=dict(constraint=lambda c: (c["block_N"], c["threads"]) != (512, 64)))""",
+    # block_N=0 fails to elaborate: compile_error cells beside compiled and excluded ones
+    """t2 = vadd.tune(1 << 13, block_N=tb.tune([256, 512, 0]), threads=tb.tune([128, 256]),
+               tune_options=dict(constraint=lambda c: (c["block_N"], c["threads"]) != (512, 256)))""",
+    # a third parameter, reduced by its best; one cell excluded in part only
+    """t3 = vadd.tune(1 << 14, block_N=tb.tune([128, 256]), threads=tb.tune([64, 128]), dtype=tb.tune(["float16", "float32"]),
+               tune_options=dict(constraint=lambda c: (c["block_N"], c["threads"], c["dtype"]) != (256, 128, "float32")))""",
+    # one parameter: one row
+    """t4 = vadd.tune(1 << 15, block_N=tb.tune([128, 256, 512, 1024]),
+               tune_options=dict(constraint=lambda c: c["block_N"] != 1024))""",
+    # no constraint: nothing excluded
+    """t5 = vadd.tune(1 << 16, block_N=tb.tune([128, 256]), threads=tb.tune([32, 64, 128]))""",
+    # the first again: its records come at once (compile-only ones from the kernel cache, timed ones from
+    # the store)
+    """t6 = vadd.tune(1 << 12, **first, tune_options=dict(constraint=lambda c: (c["block_N"], c["threads"]) != (512, 64)))
+assert len(t6.records) == 5 and t6.run_id != t1.run_id""",
+)
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SERVER_START_S = 120
 # Notebook 2 compiles 11 kernels (several minutes on 2 cores); workbench.mjs has its own per-step limits.
@@ -84,11 +121,32 @@ def _prepare() -> dict[str, Path]:
         path.mkdir(parents=True)
     for name in NOTEBOOKS:
         shutil.copy2(REPO / "notebooks" / name, dirs["notebooks"] / name)
+    (dirs["notebooks"] / LIVE_TUNES).write_text(json.dumps(_notebook(LIVE_TUNES_CELLS), indent=1))
     for relative, values in LAB_SETTINGS.items():
         target = dirs["lab-settings"] / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(values))
     return dirs
+
+
+def _notebook(cells: tuple[str, ...]) -> dict:
+    """An nbformat 4 notebook of these code cells, for the python3 kernel."""
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": [
+            {
+                "cell_type": "code",
+                "id": f"cell-{index}",
+                "metadata": {},
+                "execution_count": None,
+                "outputs": [],
+                "source": source,
+            }
+            for index, source in enumerate(cells)
+        ],
+    }
 
 
 def _start_server(dirs: dict[str, Path], port: int, log: Path) -> subprocess.Popen:
@@ -177,7 +235,7 @@ def test_workbench_in_chromium() -> None:
                     "--out",
                     str(OUT),
                     "--notebooks",
-                    ",".join(NOTEBOOKS),
+                    ",".join((*NOTEBOOKS, LIVE_TUNES)),
                 ],
                 cwd=HERE,
                 env={**os.environ, "CHROMIUM": CHROMIUM},

@@ -190,5 +190,9 @@ def test_a_negative_buffer_or_an_empty_grid_compiles_but_is_flagged_as_unlauncha
 ) -> None:
     import tilebench as tb
 
-    resources = tb.jit(_staged_copy, target=SM90A).compile(size, grid).artifacts().resources
+    # tb.jit refuses such values before elaborating (kernel/param_checks.py); a PrimFunc built by hand
+    # still compiles, and its resources say why it cannot launch
+    with pytest.raises(ValueError, match="size" if size < 0 else "grid"):
+        tb.jit(_staged_copy, target=SM90A).compile(size, grid)
+    resources = tb.compile(_staged_copy(size, grid), target=SM90A).artifacts().resources
     assert any(p.startswith(problem) for p in resources.over_limits), resources.over_limits

@@ -53,7 +53,7 @@ def test_the_dashboard_shows_the_eta_and_a_compile_only_summary():
     for record in (resumed(64), compiled(128), compiled(256)):
         board.on_record(record)
     board.started = time.monotonic() - 20  # 20 s into the run
-    board._redraw()
+    board.flush()
     [shown] = re.findall(r"ETA</b> ~(\d+) s", board.counters.value)
     assert abs(int(shown) - 20 / 2 * 5) <= 1
     assert "best 0.5000 ms" in board.counters.value  # the resumed record is the best so far

@@ -39,7 +39,7 @@ def default_observers(
 ) -> Sequence[Any]:
     """`progress="auto"`: the live dashboard in a notebook, one line per record elsewhere; None: nothing;
     else the observer (or list of observers) given."""
-    if progress is None:
+    if progress is None or progress is False:
         return []
     if progress != "auto":
         return list(progress) if isinstance(progress, (list, tuple)) else [progress]

@@ -50,7 +50,7 @@ class TuneOptions:
     devices: Any = "all"  # GPUs to measure on: "all", or CUDA indices ([0, 0]: two workers on GPU 0)
     device: int | None = None  # one GPU: the same as devices=[device]
     cluster: Any = None  # a Dask cluster: a distributed.Client, a scheduler address, or "local"
-    progress: Any = "auto"  # "auto", None, or an observer (on_start, on_record, on_finish, should_stop)
+    progress: Any = "auto"  # "auto", None or False (none), or observers (on_start, on_record, ...)
 
     def __post_init__(self) -> None:
         """Every field checked as it is set: a wrong one is a TypeError or ValueError naming it."""
@@ -135,9 +135,9 @@ def _check_callables(options: TuneOptions) -> None:
     progress = options.progress
     observers = list(progress) if isinstance(progress, (list, tuple)) else [progress]
     auto = isinstance(progress, str) and progress == "auto"
-    if not auto and progress is not None and not all(map(_is_observer, observers)):
+    if not auto and progress not in (None, False) and not all(map(_is_observer, observers)):
         raise TypeError(
-            f'progress must be "auto", None, or an observer (with on_start, on_record, on_finish or '
+            f'progress must be "auto", None (or False), or an observer (with on_start, on_record, on_finish or '
             f"should_stop) or a list of them, got {progress!r}"
         )
 

@@ -84,6 +84,7 @@ class TuneSession:
         run = _Run(recorder, observers, recorder.stop_check(observers), self._known())
         self.executor.start()  # workers warm up (tilelang, CUDA contexts) while the first batch elaborates
         observers.on_start(self.name, params, total)
+        observers.on_constraint(self.space.allows if self.space.constraint is not None else None)
         status = self._search(strategy, run)
         if status == "stopped":
             print(

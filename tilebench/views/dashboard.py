@@ -1,24 +1,48 @@
 """The tuning dashboard: a heatmap that fills in as records arrive, best-so-far, counters, failures, stop.
 
 It is fed plain records (tilebench.store.Record) through `on_start`, `on_record` and `on_finish`, pushed
-by the tuner as each config finishes; it never looks into the tuner. `TextProgress` is the same observer
-for terminals and plain IPython.
+by the tuner as each config finishes; it never looks into the tuner. `on_constraint(allows)`, where the
+tuner sends it, names the configs the constraint excludes; without it they are inferred once the run has
+recorded every config it planned. `TextProgress` is the same observer for terminals and plain IPython.
+
+The browser always gets the whole current state, never a sequence of changes: each figure is plotly JSON
+set whole as the one output of an ipywidgets `Output` (drawn by JupyterLab's plotly renderer), the counters
+are HTML set whole, and the Stop button (an anywidget) is replaced, never changed. A plotly `FigureWidget`
+sends its figure just after creation, then each change as a delta of the properties that changed, which
+only the views of the moment apply: a view that missed one kept what it had drawn for good (a heatmap left
+at its first `z=[[null]]`). anywidget, for one, drops every message to a model whose JavaScript took more
+than 2 s to load, and plotly's is 5 MB.
 """
 
 from __future__ import annotations
 
 import html
+import itertools
 import math
+import threading
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from tilebench.tuner.observers import TextProgress as TextProgress  # the text observer, here as before
+from tilebench.tuner.observers import best_text, compile_only
 
 METRICS = {"latency (ms)": "median_ms", "TFLOP/s": "tflops", "GB/s": "gbps"}
 _HIGHER_IS_BETTER = {"tflops", "gbps"}
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+EXCLUDED = "excluded"  # the mark of a cell whose every config the constraint excludes ...
+EXCLUDED_LABEL = "excluded<br>by constraint"  # ... and the words drawn on it
+EXCLUSION_LIMIT = 100_000  # grid configs the constraint is run over to find the excluded ones
+REDRAW_INTERVAL_S = 0.5  # the browser gets at most two states a second; the last one always comes
 
 
 def _label(value: Any) -> str:
     return str(value)
+
+
+def _escape(text: Any) -> str:
+    return html.escape(str(text), quote=False)
 
 
 def measured_where(record: Any) -> str:
@@ -34,42 +58,81 @@ def measured_where(record: Any) -> str:
     return " ".join(parts)
 
 
+def cell_of(config: dict, x: str, y: str | None) -> tuple[str, str]:
+    """The heatmap cell of a config: its x and y values as labels ("" without a y axis)."""
+    return _label(config.get(x)), _label(config.get(y)) if y else ""
+
+
+def _untimed_rank(record: Any) -> int:
+    """Which record speaks for a cell without a value: ok (no value of this metric), then compiled but
+    not timed (skipped), then the latest failure."""
+    return {"ok": 2, "skipped": 1}.get(record.status, 0)
+
+
 def best_by_cell(
     records: Sequence[Any], x: str, y: str | None, metric: str
 ) -> dict[tuple[str, str], tuple[float | None, Any]]:
     """(x value, y value) -> (best metric, its record), other parameters reduced by their best.
 
-    Cells with only failed records map to (None, the latest failure).
+    A cell without a value maps to (None, the record that says best why, by `_untimed_rank`).
     """
     higher = metric in _HIGHER_IS_BETTER
     cells: dict[tuple[str, str], tuple[float | None, Any]] = {}
     for record in records:
-        cell = (_label(record.config.get(x)), _label(record.config.get(y)) if y else "")
+        cell = cell_of(record.config, x, y)
         value = getattr(record, metric, None) if record.status == "ok" else None
+        if value is not None and not math.isfinite(value):
+            value = None
         current = cells.get(cell)
-        if current is None or (value is not None and (current[0] is None or (value > current[0]) == higher)):
+        if current is None:
+            better = True
+        elif value is not None:
+            better = current[0] is None or (value > current[0]) == higher
+        else:
+            better = current[0] is None and _untimed_rank(record) >= _untimed_rank(current[1])
+        if better:
             cells[cell] = (value, record)
     return cells
 
 
-def best_text(records: Sequence[Any], going: bool = True) -> str:
-    """The best so far in words; without a timed result, what happened instead (compile-only, failed)."""
-    best = min(
-        (r for r in records if r.status == "ok" and r.median_ms is not None),
-        key=lambda r: r.median_ms,
-        default=None,
-    )
-    if best is not None:
-        return f"best {best.median_ms:.4f} ms {best.config}"
-    compiled_only = sum(r.status == "skipped" and r.message.startswith("compile-only") for r in records)
-    failed = sum(r.status not in ("ok", "skipped") for r in records)
-    if compiled_only:
-        return f"compile-only: {compiled_only} compiled, none timed" + (
-            f", {failed} failed" if failed else ""
-        )
-    if going:
-        return "no result yet"
-    return f"no timed result ({failed} failed)" if failed else "no timed result"
+def grid_size(params: dict[str, list]) -> int:
+    return math.prod(len(values) for values in params.values())
+
+
+def _grid(params: dict[str, list]) -> list[dict]:
+    names = list(params)
+    return [dict(zip(names, values)) for values in itertools.product(*params.values())]
+
+
+def excluded_configs(
+    params: dict[str, list], allows: Callable[[dict], bool], limit: int = EXCLUSION_LIMIT
+) -> list[dict] | None:
+    """The grid's configs that `allows` refuses; None when the grid holds more than `limit`."""
+    if grid_size(params) > limit:
+        return None
+    excluded = []
+    for config in _grid(params):
+        try:
+            allowed = bool(allows(config))
+        except Exception:  # noqa: BLE001 - a constraint that raises is the tuner's to report
+            allowed = True
+        if not allowed:
+            excluded.append(config)
+    return excluded
+
+
+def inferred_excluded(
+    params: dict[str, list], records: Sequence[Any], total: int | None, limit: int = EXCLUSION_LIMIT
+) -> list[dict] | None:
+    """Without the constraint itself: once a run has recorded every config it planned (`total`) and its
+    grid holds more, the grid's other configs are the ones its constraint excluded. None when unknown."""
+    if total is None or not total < grid_size(params) <= limit:
+        return None
+    names = list(params)
+    seen = {tuple(_label(r.config.get(name)) for name in names) for r in records}
+    grid = _grid(params)
+    left = [c for c in grid if tuple(_label(c[name]) for name in names) not in seen]
+    return left if len(grid) - len(left) >= total else None
 
 
 def eta_seconds(
@@ -90,91 +153,97 @@ def eta_seconds(
     return elapsed / worked * remaining
 
 
-class TextProgress:
-    """Compact progress lines for frontends without widgets."""
+class _Throttle:
+    """Runs `push` at most once per `interval` seconds. A request inside the interval is run by a timer
+    when the interval is up, so the latest state is always pushed, never dropped; `now()` pushes at once."""
 
-    def __init__(self, stream: Any = None, every: float = 2.0) -> None:
-        import sys
+    def __init__(self, push: Callable[[], None], interval: float) -> None:
+        self._push, self.interval = push, interval
+        self._lock = threading.Lock()
+        self._last = -math.inf
+        self._timer: threading.Timer | None = None
 
-        self.stream = stream or sys.stdout
-        self.every = every
-        self._last = 0.0
-        self.counts: dict[str, int] = {}
-        self.records: list[Any] = []
-        self.total: int | None = None
-        self.status = "running"
-        self.started = time.monotonic()
+    def request(self) -> None:
+        with self._lock:
+            wait = self._last + self.interval - time.monotonic()
+            if wait <= 0:
+                self._run()
+            elif self._timer is None:
+                self._timer = threading.Timer(wait, self.now)
+                self._timer.daemon = True
+                self._timer.start()
 
-    def on_start(self, kernel: str, params: dict[str, list], total: int | None) -> None:
-        self.total = total
-        self.started = time.monotonic()
-        sizes = " x ".join(f"{k}({len(v)})" for k, v in params.items())
-        print(f"tuning {kernel}: {sizes} = {total if total is not None else '?'} configs", file=self.stream)
+    def now(self) -> None:
+        with self._lock:
+            self._run()
 
-    def on_record(self, record: Any) -> None:
-        self.counts[record.status] = self.counts.get(record.status, 0) + 1
-        self.records.append(record)
-        now = time.monotonic()
-        if now - self._last >= self.every:
-            self._last = now
-            print(self.line(), file=self.stream)
-
-    def line(self) -> str:
-        done = sum(self.counts.values())
-        counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
-        total = f"/{self.total}" if self.total else ""
-        return f"  {done}{total} done ({counts}); {best_text(self.records, self.status == 'running')}"
-
-    def on_finish(self, status: str) -> None:
-        self.status = status
-        print(self.line() + f"  [{status}]", file=self.stream)
-
-    def should_stop(self) -> bool:
-        return False
+    def _run(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        try:
+            self._push()
+        except Exception as exc:  # noqa: BLE001 - a view error is reported, never stops the run
+            print(f"tilebench: the dashboard could not redraw: {type(exc).__name__}: {exc}")
+        self._last = time.monotonic()  # the interval counts from the end of a push: slow ones space out
 
 
-def _heatmap_figure(kernel: str) -> Any:
-    """The heatmap of the best config per cell: timed cells, and beside them the cells never timed."""
-    import plotly.graph_objects as go
+def plot_outputs(figure: dict[str, Any], text: str) -> tuple[dict[str, Any], ...]:
+    """An `Output` widget's outputs holding one plotly figure (and a line for frontends without plotly)."""
+    data = {PLOTLY_MIME: figure, "text/plain": text}
+    return ({"output_type": "display_data", "data": data, "metadata": {}},)
 
-    return go.FigureWidget(
+
+def heatmap_figure(title: str, data: dict[str, Any], metric: str) -> dict[str, Any]:
+    """The heatmap as plotly JSON: the best value per cell, and over the cells without one a grey layer
+    labelled with why (a failure's status, skipped when compile-only, excluded by the constraint)."""
+    import plotly.graph_objects as go  # late: plotly loads with the first dashboard
+
+    marks = data["marks"]
+    values = [v for row in data["z"] for v in row if v is not None]
+    figure = go.Figure(
         data=[
-            go.Heatmap(z=[[None]], hoverongaps=False, colorscale="Viridis", name="configs"),
-            # cells whose configs all failed (or compiled without a GPU to time them): grey, labelled
             go.Heatmap(
-                z=[[None]],
-                hoverongaps=False,
-                colorscale=[[0, "#c8c8c8"], [1, "#c8c8c8"]],
-                showscale=False,
+                x=data["x"], y=data["y"], z=data["z"], text=data["text"], name="configs",
+                hovertemplate="%{text}<extra></extra>", hoverongaps=False, colorscale="Viridis",
+                reversescale=METRICS[metric] not in _HIGHER_IS_BETTER, showscale=bool(values),
+                colorbar={"title": {"text": metric}},
+            ),
+            go.Heatmap(
+                x=data["x"], y=data["y"], name="not timed", hoverongaps=False, showscale=False,
+                z=[[None if m is None else int(m == EXCLUDED) for m in row] for row in marks],
+                text=[[EXCLUDED_LABEL if m == EXCLUDED else m or "" for m in row] for row in marks],
                 texttemplate="%{text}",
-                name="not timed",
+                customdata=data["text"], hovertemplate="%{customdata}<extra></extra>", zmin=0, zmax=1,
+                colorscale=[[0, "#c8c8c8"], [0.5, "#c8c8c8"], [0.5, "#ededed"], [1, "#ededed"]],
             ),
         ],
-        layout=go.Layout(height=360, margin=dict(l=60, r=20, t=30, b=50), title=f"{kernel}: best per cell"),
-    )
-
-
-def _best_curve_figure() -> Any:
-    """The best latency so far against the run's seconds."""
-    import plotly.graph_objects as go
-
-    return go.FigureWidget(
-        data=[go.Scatter(x=[], y=[], mode="lines+markers", name="best so far")],
         layout=go.Layout(
-            height=240,
-            margin=dict(l=60, r=20, t=30, b=40),
-            title="best so far",
-            xaxis_title="seconds",
-            yaxis_title="ms",
+            height=360, width=620, margin={"l": 70, "r": 20, "t": 40, "b": 50}, title={"text": title},
+            xaxis={"title": {"text": data["x_title"]}, "type": "category"},
+            yaxis={"title": {"text": data["y_title"]}, "type": "category"},
         ),
-    )
+    )  # fmt: skip
+    return figure.to_plotly_json()
+
+
+def curve_figure(points: Sequence[tuple[float, float]]) -> dict[str, Any]:
+    """The best latency so far against the run's seconds, as plotly JSON."""
+    import plotly.graph_objects as go  # late: plotly loads with the first dashboard
+
+    trace = go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers")
+    layout = go.Layout(
+        height=240, width=420, margin={"l": 60, "r": 20, "t": 40, "b": 40}, title={"text": "best so far"},
+        xaxis={"title": {"text": "seconds"}}, yaxis={"title": {"text": "ms"}},
+    )  # fmt: skip
+    return go.Figure(data=[trace], layout=layout).to_plotly_json()
 
 
 class TuneDashboard:
     """Widgets for one tuning run: axes and metric pickers, heatmap, best-so-far, counters, failures, stop."""
 
     def __init__(self, kernel: str, params: dict[str, list], total: int | None = None) -> None:
-        import ipywidgets as widgets
+        import ipywidgets as widgets  # late: widgets load with the first dashboard
 
         self.kernel = kernel
         self.params = {k: list(v) for k, v in params.items()}
@@ -184,6 +253,9 @@ class TuneDashboard:
         self._stop = False
         self.status = "running"
         self.run_id: str | None = None
+        self.excluded: list[dict] | None = None  # the grid's configs the constraint excludes; None: unknown
+        self._constraint_known = False
+        self._best_curve: list[tuple[float, float]] = []
         names = list(self.params)
         self.x = widgets.Dropdown(options=names, value=names[0] if names else None, description="x")
         self.y = widgets.Dropdown(
@@ -192,25 +264,22 @@ class TuneDashboard:
             description="y",
         )
         self.metric = widgets.Dropdown(options=list(METRICS), value="latency (ms)", description="metric")
-        self.heatmap = _heatmap_figure(kernel)
-        self.curve = _best_curve_figure()
+        self.heatmap = widgets.Output(layout=widgets.Layout(flex="0 0 auto"))
+        self.curve = widgets.Output(layout=widgets.Layout(flex="0 0 auto", display="none"))
+        self.curve_note = widgets.HTML()
         self.counters = widgets.HTML()
         self.failures = widgets.HTML()
-        from tilebench.views.stop import StopButton  # late: loads IPython, anywidget, ipywidgets
-
-        self.stop_button = StopButton(on_stop=self.request_stop)
+        self.stop_button = self._new_stop_button(disabled=True)  # the run's own comes with its id
         for control in (self.x, self.y, self.metric):
             control.observe(lambda _: self._redraw(), names="value")
-        self.widget = widgets.VBox(
-            [
-                widgets.HBox([self.x, self.y, self.metric, self.stop_button]),
-                self.counters,
-                widgets.HBox([self.heatmap, self.curve], layout=widgets.Layout(flex_flow="row wrap")),
-                self.failures,
-            ]
+        self.controls = widgets.HBox([self.x, self.y, self.metric, self.stop_button])
+        plots = widgets.HBox(
+            [self.heatmap, widgets.VBox([self.curve, self.curve_note])],
+            layout=widgets.Layout(flex_flow="row wrap"),
         )
+        self.widget = widgets.VBox([self.controls, self.counters, plots, self.failures])
         self.widget.add_class("tilebench-dashboard")
-        self._best_curve: list[tuple[float, float]] = []
+        self._throttle = _Throttle(self._push, REDRAW_INTERVAL_S)
         self._redraw()
 
     # --- observer protocol -----------------------------------------------------------------------
@@ -218,6 +287,18 @@ class TuneDashboard:
     def on_start(self, kernel: str, params: dict[str, list], total: int | None) -> None:
         self.total = total
         self.started = time.monotonic()
+        self._throttle.request()
+
+    def on_run(self, run_id: str) -> None:
+        """The store's id of this run: the Stop button asks the server to stop it by that id."""
+        self.run_id = run_id
+        self._swap_stop_button(run_id=run_id)
+
+    def on_constraint(self, allows: Callable[[dict], bool] | None) -> None:
+        """The space's test of a config (None: no constraint): the configs it refuses read "excluded"."""
+        self._constraint_known = True
+        self.excluded = [] if allows is None else excluded_configs(self.params, allows)
+        self._throttle.request()
 
     def on_record(self, record: Any) -> None:
         self.records.append(record)
@@ -225,16 +306,13 @@ class TuneDashboard:
             best = min((p[1] for p in self._best_curve), default=math.inf)
             if record.median_ms < best:
                 self._best_curve.append((time.monotonic() - self.started, record.median_ms))
-        self._redraw()
-
-    def on_run(self, run_id: str) -> None:
-        """The store's id of this run: the Stop button asks the server to stop it by that id."""
-        self.run_id = run_id
-        self.stop_button.run_id = run_id
+        self._throttle.request()
 
     def on_finish(self, status: str) -> None:
         self.status = status
-        self.stop_button.disabled = True
+        if not self._constraint_known and status == "done":
+            self.excluded = inferred_excluded(self.params, self.records, self.total)
+        self._swap_stop_button(run_id=self.run_id or "", disabled=True)
         self._redraw()
 
     def should_stop(self) -> bool:
@@ -242,72 +320,109 @@ class TuneDashboard:
 
     def request_stop(self) -> None:
         self._stop = True
-        self.stop_button.label = "Stopping…"
-        self.stop_button.disabled = True
+        if self.status == "running":
+            self._swap_stop_button(run_id=self.run_id or "", disabled=True, label="Stopping…")
+
+    def flush(self) -> None:
+        """Push the current state to the browser now (records arriving fast are pushed twice a second)."""
+        self._throttle.now()
+
+    # --- the Stop button: replaced whole, so that its state never depends on a later message ------
+
+    def _new_stop_button(self, **state: Any) -> Any:
+        from tilebench.views.stop import StopButton  # late: loads anywidget
+
+        return StopButton(on_stop=self.request_stop, **state)
+
+    def _swap_stop_button(self, **state: Any) -> None:
+        old, self.stop_button = self.stop_button, self._new_stop_button(**state)
+        self.controls.children = (*self.controls.children[:-1], self.stop_button)
+        old.close()
 
     # --- drawing -----------------------------------------------------------------------------------
 
+    def _axes(self) -> tuple[str, str | None]:
+        x, y = self.x.value, self.y.value
+        return x, (None if y == x else y)
+
     def heatmap_data(self) -> dict[str, Any]:
-        """x, y, z and hover text of the heatmap for the chosen axes and metric."""
-        x, y, metric = self.x.value, self.y.value, METRICS[self.metric.value]
-        if y == x:
-            y = None
+        """x, y, z, hover text and marks of the heatmap for the chosen axes and metric."""
+        x, y = self._axes()
         xs = [_label(v) for v in self.params.get(x, [])]
         ys = [_label(v) for v in self.params.get(y, [])] if y else [""]
-        cells = best_by_cell(self.records, x, y, metric)
-        z, text, untimed = [], [], []
+        cells = best_by_cell(self.records, x, y, METRICS[self.metric.value])
+        statuses: dict[tuple[str, str], Counter] = {}
+        for record in self.records:
+            statuses.setdefault(cell_of(record.config, x, y), Counter())[record.status] += 1
+        excluded = Counter(cell_of(c, x, y) for c in self.excluded or [])
+        size = math.prod(len(v) for k, v in self.params.items() if k not in (x, y))
+        z, text, marks = [], [], []
         for yv in ys:
-            row, hover, marks = [], [], []
+            z.append([cells.get((xv, yv), (None, None))[0] for xv in xs])
+            text.append([])
+            marks.append([])
             for xv in xs:
                 value, record = cells.get((xv, yv), (None, None))
-                row.append(value)
-                marks.append(record.status if record is not None and value is None else None)
-                where = html.escape(measured_where(record)) if record is not None else ""
-                where = f"<br>{where}" if where else ""
-                if record is None:
-                    hover.append("not measured yet")
-                elif value is None:
-                    hover.append(
-                        f"{record.status}: {html.escape(record.message[:200])}<br>{record.config}{where}"
-                    )
-                else:
-                    hover.append(f"{self.metric.value} {value:.4g}<br>{record.config}{where}")
-            z.append(row)
-            text.append(hover)
-            untimed.append(marks)
+                out = excluded[(xv, yv)]
+                text[-1].append(self._hover(value, record, out, size, statuses.get((xv, yv))))
+                mark = record.status if record is not None and value is None else None
+                marks[-1].append(EXCLUDED if record is None and out and out >= size else mark)
         return {
             "x": xs,
             "y": ys,
             "z": z,
             "text": text,
-            "untimed": untimed,  # the status of cells with records but no value, else None
+            "marks": marks,  # a cell's label without a value: a record's status, or "excluded"
             "x_title": x,
             "y_title": y or "",
         }
 
+    def _hover(self, value: Any, record: Any, excluded: int, size: int, statuses: Counter | None) -> str:
+        """One cell's hover text: its best record, or why it has none, and what its configs came to."""
+        if record is None and excluded and excluded >= size:
+            return f"excluded by constraint: {excluded} config{'s' if excluded > 1 else ''}, never compiled"
+        if record is None:
+            lines = ["not measured yet" if self.status == "running" else "not measured"]
+        else:
+            where = _escape(measured_where(record))
+            head = (
+                f"{record.status}: {_escape(record.message[:200])}"
+                if value is None
+                else f"{self.metric.value} {value:.4g}"
+            )
+            lines = [head, _escape(record.config)] + ([where] if where else [])
+        if size > 1:
+            parts = [f"{k} {v}" for k, v in sorted((statuses or {}).items())]
+            parts += [f"excluded by constraint {excluded}"] if excluded else []
+            lines.append(f"{size} configs here: " + (" · ".join(parts) or "none measured yet"))
+        return "<br>".join(lines)
+
     def _redraw(self) -> None:
+        self._throttle.now()
+
+    def _push(self) -> None:
+        """Send the whole current state: both figures, the curve's note, counters and failures."""
         data = self.heatmap_data()
-        with self.heatmap.batch_update():
-            trace = self.heatmap.data[0]
-            trace.x, trace.y, trace.z, trace.text = data["x"], data["y"], data["z"], data["text"]
-            trace.hovertemplate = "%{text}<extra></extra>"
-            trace.reversescale = METRICS[self.metric.value] not in _HIGHER_IS_BETTER
-            marks = self.heatmap.data[1]
-            marks.x, marks.y = data["x"], data["y"]
-            marks.z = [[None if m is None else 0 for m in row] for row in data["untimed"]]
-            marks.text = [[m or "" for m in row] for row in data["untimed"]]
-            marks.customdata = data["text"]
-            marks.hovertemplate = "%{customdata}<extra></extra>"
-            self.heatmap.layout.xaxis.title = data["x_title"]
-            self.heatmap.layout.yaxis.title = data["y_title"]
-            self.heatmap.layout.xaxis.type = "category"
-            self.heatmap.layout.yaxis.type = "category"
+        title = f"{self.kernel}: best per cell"
+        self.heatmap.outputs = plot_outputs(heatmap_figure(title, data, self.metric.value), title)
         if self._best_curve:
-            with self.curve.batch_update():
-                self.curve.data[0].x = [p[0] for p in self._best_curve]
-                self.curve.data[0].y = [p[1] for p in self._best_curve]
+            self.curve.outputs = plot_outputs(curve_figure(self._best_curve), "best so far")
+        self.curve.layout.display = None if self._best_curve else "none"
+        self.curve_note.value = self._curve_note()
         self.counters.value = self._counters_html()
         self.failures.value = self._failures_html()
+
+    def _curve_note(self) -> str:
+        """In place of an empty best-so-far chart: why there is none (yet)."""
+        if self._best_curve:
+            return ""
+        if any(compile_only(r) for r in self.records):
+            text = "compile-only (no GPU): nothing is timed, so there is no best-so-far chart"
+        elif self.status == "running":
+            text = "best so far: drawn once a config is timed"
+        else:
+            text = "no config was timed: no best-so-far chart"
+        return f"<div class='tilebench-curve-note'><i>{_escape(text)}</i></div>"
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -336,9 +451,12 @@ class TuneDashboard:
             ("ETA", eta),
             ("status", self.status),
         ]
+        if self.excluded:
+            cells.insert(3, ("excluded by constraint", len(self.excluded)))
         body = " · ".join(f"<b>{k}</b> {v}" for k, v in cells)
-        best = html.escape(best_text(self.records, self.status == "running"))
-        return f"<div class='tilebench-counters'>{body}<br>{best}</div>"
+        best = _escape(best_text(self.records, self.status == "running"))
+        attrs = f"data-run-id='{_escape(self.run_id or '')}' data-status='{_escape(self.status)}'"
+        return f"<div class='tilebench-counters' {attrs}>{body}<br>{best}</div>"
 
     def _failures_html(self, limit: int = 20) -> str:
         failed = [r for r in self.records if r.status not in ("ok", "skipped")]

@@ -4,6 +4,10 @@ A widget click reaches the kernel only once the cell is done, so the button's Ja
 Jupyter server (tilebench's endpoint, `POST tilebench/runs/<id>/stop`) to mark the run "stopping" in the
 records store; the tuning run polls that status between configs. When the kernel is free (the run has
 ended), the click arrives as an ordinary widget message and does nothing more.
+
+The dashboard gives each button its state when it makes it (`run_id`, `label`, `disabled`) and replaces
+the button rather than changing it: anywidget drops the messages to a model whose JavaScript loaded late,
+while a new widget's state comes whole with the widget.
 """
 
 from __future__ import annotations

@@ -18,9 +18,10 @@ export default {
       button.disabled = model.get("disabled");
       button.style.opacity = button.disabled ? "0.5" : "1";
       button.title = model.get("hint");
+      button.dataset.runId = model.get("run_id");
     };
     sync();
-    model.on("change:label change:disabled change:hint", sync);
+    model.on("change:label change:disabled change:hint change:run_id", sync);
     button.addEventListener("click", async () => {
       button.disabled = true;
       button.textContent = "Stopping…";
