@@ -54,8 +54,8 @@ class Observer:
         ("devices", {0}, ValueError, 'devices must be "all" or a non-empty list of GPU indices'),
         ("device", -1, ValueError, "device must be a GPU index"),
         ("cluster", 3, ValueError, "cluster must be a dask.distributed.Client"),
-        ("progress", "text", TypeError, 'progress must be "auto", None, or an observer'),
-        ("progress", [Observer(), 3], TypeError, 'progress must be "auto", None, or an observer'),
+        ("progress", "text", TypeError, r'progress must be "auto", None \(or False\), or an observer'),
+        ("progress", [Observer(), 3], TypeError, r'progress must be "auto", None \(or False\), or an observer'),
     ],
 )
 def test_every_tuning_option_is_checked_by_name(field, value, error, match):
