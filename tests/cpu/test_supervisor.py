@@ -109,6 +109,30 @@ def test_the_ready_handshake_then_replies_from_a_process_group_of_its_own():
         child.kill()
 
 
+def test_a_child_started_from_a_thread_that_ends_outlives_that_thread():
+    """PR_SET_PDEATHSIG fires when the thread that started a child exits: a tuning lane or a context
+    opener that respawns a worker ends soon after, and its worker must not die with it."""
+    started = []
+
+    def lane() -> None:
+        child = start()
+        started.append(child)
+        assert child.wait_ready() is None  # ready: its PR_SET_PDEATHSIG is set, as a worker's is at work
+
+    thread = threading.Thread(target=lane)
+    thread.start()
+    thread.join()
+    child = started[0]
+    try:
+        assert child.ready
+        time.sleep(0.5)  # PR_SET_PDEATHSIG's SIGKILL would have landed by now
+        assert not gone(child.pid, within=0.2)
+        child.send(("echo_after", (0, "alive")), timeout=30)
+        assert child.wait() == "alive"
+    finally:
+        child.kill()
+
+
 def test_without_setup_the_child_keeps_its_niceness_and_ctrl_c(child):
     child.send(("whoami", None), timeout=30)
     _, _, nice, ignores_sigint = child.wait()

@@ -168,8 +168,8 @@ class LocalExecutor:
         self.compile_timeout_s, self.timeout_s = compile_timeout_s, timeout_s
 
     def start(self) -> None:
-        """Start the compile server and the benchmark workers now, from this (long-lived) thread: they warm
-        up while the first batch elaborates and compiles, and a worker dies with the thread that started it."""
+        """Start the compile server and the benchmark workers now: they warm up while the first batch
+        elaborates and compiles."""
 
         start_workers(self.devices)  # one benchmark worker per lane: slot n for a device's n-th listing
 

@@ -132,8 +132,6 @@ class BenchmarkWorker:
         """Start the worker process now without waiting for it (it warms up while the caller compiles).
         Without `open_context` it imports tilelang but opens no CUDA context before its first job; a
         later launch() of that worker opens it in the background.
-
-        Call it from a long-lived thread: the worker dies with the thread that started it.
         """
         prepare_environment()
         same_cache = self._cache_dir == os.environ["TILELANG_CACHE_DIR"]

@@ -10,12 +10,14 @@ and one whose parent is gone ends quietly: no traceback of a broken pipe reaches
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import dataclasses
 import enum
 import functools
 import os
+import queue
 import signal
 import sys
 import threading
@@ -117,8 +119,8 @@ class Setup:
 def die_with_parent(parent_pid: int | None) -> None:
     """Be killed when the parent dies; exit now if it already did (`parent_pid` None: no check)."""
     if sys.platform.startswith("linux"):
-        # PR_SET_PDEATHSIG fires when the *thread* that started us exits, not only its process: start
-        # children from long-lived threads (the pool and the bench worker respawn those that died so)
+        # PR_SET_PDEATHSIG fires when the *thread* that started us exits, not only its process: every
+        # child is started from one that lives as long as the process (start_process)
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
     if parent_pid is not None and os.getppid() != parent_pid:  # it died before prctl took effect
         os._exit(1)
@@ -233,6 +235,50 @@ def _install() -> None:
 # --- the parent's side ----------------------------------------------------------------------------------
 
 
+class _Starter:
+    """One long-lived daemon thread that starts processes for threads that may end sooner (a tuning run's
+    lanes, a benchmark worker's context opener, a Dask task thread). PR_SET_PDEATHSIG kills a child when
+    the *thread* that started it exits, so a worker respawned from such a thread would die with it."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Any, concurrent.futures.Future]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self, process: Any) -> None:
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, daemon=True, name="tilebench-starter")
+                self._thread.start()
+        self._jobs.put((process, done))
+        done.result()
+
+    def _serve(self) -> None:
+        while True:
+            process, done = self._jobs.get()
+            try:
+                with hidden_main():
+                    process.start()
+            except BaseException as exc:  # noqa: BLE001 - handed to the thread that asked
+                done.set_exception(exc)
+            else:
+                done.set_result(None)
+
+
+_starter = _Starter()
+
+
+def start_process(process: Any) -> None:
+    """Start a multiprocessing Process so that it lives as long as this process does: from the main thread
+    directly, from any other thread through the starter thread. Children never run ``__main__``."""
+    if threading.current_thread() is threading.main_thread():
+        with hidden_main():
+            process.start()
+    else:
+        _starter.start(process)
+
+
 def dumps(message: Any) -> bytes | memoryview:
     """`message` pickled for a child; by value (cloudpickle) when its class lives in the caller's
     ``__main__``, which children never import: a script's own job or request class. Raises for an
@@ -247,8 +293,8 @@ def dumps(message: Any) -> bytes | memoryview:
 class Child:
     """One supervised process, the parent's end of its pipe, and the deadline of what it is doing.
 
-    It starts at once, in the calling thread (PR_SET_PDEATHSIG: it dies with that thread), forked from
-    the forkserver or spawned as `ctx` says, and runs `entry(conn, *args)` after `setup`. Until its
+    It starts at once (from a thread that lives as long as this process: see ``start_process``), forked
+    from the forkserver or spawned as `ctx` says, and runs `entry(conn, *args)` after `setup`. Until its
     "ready" its deadline is the start's (`start_timeout` from now); ``send`` sets a job's.
     """
 
@@ -274,8 +320,7 @@ class Child:
         child_args = (child_conn, parent, setup or Setup(), entry, tuple(args))
         self.process = ctx.Process(target=_child_main, args=child_args, daemon=True, name=name)
         try:
-            with hidden_main():
-                self.process.start()
+            start_process(self.process)
         except BaseException:  # Ctrl-C mid-start: no half-started child is left behind
             self.kill()
             raise

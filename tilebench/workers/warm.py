@@ -42,8 +42,9 @@ def start_workers(
     `prebuild`: the server also precompiles the CUDA headers its workers will include (headers.prebuild),
     which makes their compiles faster but the server ready later: for when no compile waits yet.
     `open_context`: the benchmark workers open their CUDA context before their first job.
-    Call it from a long-lived thread: a worker dies with the thread that started it. `wait=True` returns
-    once all are ready: False when a benchmark worker cannot start (its first job says why).
+    Any thread may call it (workers are started from one that lives as long as the process).
+    `wait=True` returns once all are ready: False when a benchmark worker cannot start (its first job
+    says why).
     """
 
     server.start(prebuild=prebuild)
@@ -77,8 +78,7 @@ def warm_up(device: int = 0, wait: bool = False) -> bool:
     workers and, on a GPU machine, the benchmark worker, in the background.
 
     Each needs 6-9 s to import torch and tilelang; started early (`%load_ext tilebench` does it on a GPU
-    machine) they are ready when the first tune begins. Call it from the main thread: a worker dies with
-    the thread that started it. `wait=True` returns once both are ready (False: the benchmark worker
+    machine) they are ready when the first tune begins. `wait=True` returns once both are ready (False: the benchmark worker
     could not start; its first job says why).
     """
     return start_workers([device] if gpu_present() else [], prebuild=True, wait=wait)
