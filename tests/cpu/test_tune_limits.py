@@ -55,7 +55,12 @@ class Observer:
         ("device", -1, ValueError, "device must be a GPU index"),
         ("cluster", 3, ValueError, "cluster must be a dask.distributed.Client"),
         ("progress", "text", TypeError, r'progress must be "auto", None \(or False\), or an observer'),
-        ("progress", [Observer(), 3], TypeError, r'progress must be "auto", None \(or False\), or an observer'),
+        (
+            "progress",
+            [Observer(), 3],
+            TypeError,
+            r'progress must be "auto", None \(or False\), or an observer',
+        ),
     ],
 )
 def test_every_tuning_option_is_checked_by_name(field, value, error, match):

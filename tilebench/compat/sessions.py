@@ -3,7 +3,6 @@ Dask cluster) and the progress it shows (the live dashboard in a notebook, text 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,10 +14,16 @@ from tilebench.tuner.session import TuneOptions, TuneSession
 from tilebench.views.dashboard import TextProgress, TuneDashboard, in_notebook
 
 
-def open_session(jit: TunableKernel, space: Any, options: TuneOptions) -> TuneSession:
-    """The session for `options`; a cluster is reached here, before anything is stored."""
+def open_session(
+    jit: TunableKernel, space: Any, options: TuneOptions, also: Sequence[Any] = ()
+) -> TuneSession:
+    """The session for `options` (plus the observers `also`, after the progress it shows); a cluster is
+    reached here, before anything is stored."""
     executor, machine = make_executor(options)
-    observers = functools.partial(default_observers, options.progress)
+
+    def observers(kernel: str, params: dict[str, list], total: int | None) -> list[Any]:
+        return [*default_observers(options.progress, kernel, params, total), *also]
+
     return TuneSession(jit, space, options, executor, machine, observers)
 
 

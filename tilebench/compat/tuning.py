@@ -14,6 +14,7 @@ from tilebench.kernel.describe import describe_value
 from tilebench.kernel.tilelang_api import TileLangKernelAPI
 from tilebench.measure.timer import time_call
 from tilebench.tuner.config_options import compile_call, kernel_for_call
+from tilebench.tuner.observers import FirstCompiled
 from tilebench.tuner.protocol import TunableKernel
 from tilebench.tuner.result import CallArgs, TuneResult
 from tilebench.tuner.session import TuneOptions
@@ -80,7 +81,8 @@ def get_tune_configs(jit: TunableKernel, args: tuple, kwargs: dict) -> list[Call
 class AutoTuned:
     """`tb.autotune(configs=...)` over a kernel: a call tunes the parameters it leaves open, once per call.
 
-    Passing every tuned parameter explicitly skips tuning (as tilelang's autotune does). Lazy kernels
+    A call that names any tuned parameter compiles the values given and tunes nothing (as tilelang's
+    autotune does); one that names none tunes, saying so first. Lazy kernels
     return the best config's compiled kernel, eager ones run it. Without a GPU the configs are
     compiled but not timed, and the first config that compiled stands in for the best (with a warning).
     """
@@ -168,19 +170,20 @@ class AutoTuned:
 
     def _best(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple[TuneResult, dict] | None]:
         """The call of the best config, and the tuning with the config it chose (None when the call
-        gives every tuned parameter itself)."""
+        gives a tuned parameter itself: then, as in tilelang, it compiles the values given and tunes nothing)."""
         configs = self._configs_for(args, kwargs)
         tuned = set().union(*configs)
-        if tuned <= set(kwargs):
+        if self._given_tuned(tuned, args, kwargs):
             return args, kwargs, None
-
         key = freeze_key(
             [[describe_value(a) for a in args], sorted((k, describe_value(v)) for k, v in kwargs.items())]
         )
         result = self.results.get(key)
         if result is None:
             calls = [(args, {**kwargs, **config}) for config in configs]
-            result = self.results[key] = tune_calls(self.jit, calls, self.tune_options)
+            self._announce(len(calls), tuned)
+            also = [] if has_gpu() else [FirstCompiled()]
+            result = self.results[key] = tune_calls(self.jit, calls, self.tune_options, also)
         self.tune_result = result
         best = result.best_args
         call = (best.args, best.kwargs) if best is not None else compile_only_stand_in(result)
@@ -190,6 +193,41 @@ class AutoTuned:
                 "see .tune_result.records"
             )
         return *call, (result, chosen_config(configs, call[1]))
+
+    def _given_tuned(self, tuned: set[str], args: tuple, kwargs: dict) -> bool:
+        """True when the call names a tuned parameter (by keyword or position); a tuned parameter it
+        leaves out must then have a default, else the error says which to give."""
+        signature = _signature(self.jit)
+        params = list(signature.parameters.values()) if signature is not None else []
+        positional = {p.name for p in params[: len(args)]}
+        given = tuned & (set(kwargs) | positional)
+        if not given:
+            return False
+        missing = sorted(
+            p.name for p in params if p.name in tuned - given and p.default is inspect.Parameter.empty
+        )
+        if missing:
+            raise TypeError(
+                f"{self.__name__}: {', '.join(sorted(given))} given, so this call compiles the values given "
+                f"and tunes nothing (as tilelang's autotune does), but {', '.join(missing)} "
+                f"{'has' if len(missing) == 1 else 'have'} no default: give {'it' if len(missing) == 1 else 'them'} "
+                f"too, or leave out every tuned parameter ({', '.join(sorted(tuned))}) to tune"
+            )
+        return True
+
+    def _announce(self, count: int, tuned: set[str]) -> None:
+        """A call that starts a tune says so first, with how to stop it and how to skip it."""
+        if self.tune_options.progress in (None, False):
+            return
+        how = (
+            "Ctrl-C (or the dashboard's Stop) stops it and keeps the records so far"
+            if has_gpu()
+            else "no CUDA device: configs compile until one does, which stands in for the best"
+        )
+        print(
+            f"autotune: {self.__name__}: this call tunes {count} configs of {', '.join(sorted(tuned))}; "
+            f"{how}. Give those values in the call to compile one config instead."
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         call_args, call_kwargs, chosen = self._best(args, kwargs)
@@ -223,7 +261,7 @@ def compile_only_stand_in(result: TuneResult) -> tuple[tuple, dict] | None:
     warnings.warn(
         f"{result.name}: compile-only (no CUDA device), so no config was timed; "
         f"using the first config that compiled, {record.config}",
-        stacklevel=3,
+        stacklevel=4,  # the user's call: AutoTuned.__call__/compile -> _best -> here
     )
     return result.make_call(record.config)
 
@@ -270,14 +308,16 @@ def reference_latency(kernel: Any, options: TuneOptions) -> float | None:
     return time_call(lambda: options.ref(*inputs), options.warmup, options.rep)
 
 
-def tune_calls(jit: TunableKernel, calls: list[tuple[tuple, dict]], options: TuneOptions) -> TuneResult:
+def tune_calls(
+    jit: TunableKernel, calls: list[tuple[tuple, dict]], options: TuneOptions, also: Iterable[Any] = ()
+) -> TuneResult:
     space = Space.from_configs(
         [dict(kwargs) if not args else (args, kwargs) for args, kwargs in calls],
         _signature(jit),
         constraint=options.constraint,
         names=KernelNames.of(jit),
     )
-    return open_session(jit, space, options).run()
+    return open_session(jit, space, options, list(also)).run()
 
 
 def autotune(

@@ -16,7 +16,7 @@ from tilebench.compiler.cache import compiled_elsewhere
 from tilebench.compiler.environment import prepare_environment
 from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.runtime import tilelang
-from tilebench.compiler.schema import ParamSpec, param_specs
+from tilebench.compiler.schema import ParamSpec, param_specs, with_tma
 from tilebench.compiler.targets import TargetSpec, describe_target, resolve_target, target_kind
 
 
@@ -55,6 +55,13 @@ def kernel_name(prim_func: Any) -> str:
     if attrs is not None and "global_symbol" in attrs:
         return str(attrs["global_symbol"])
     return getattr(getattr(prim_func, "orig_func", None), "__name__", "kernel")
+
+
+def _device_source(jit_kernel: Any) -> str | None:
+    try:
+        return jit_kernel.get_kernel_source()
+    except Exception:  # noqa: BLE001 - a backend without device source: no TMA facts to read
+        return None
 
 
 def summarize_error(text: str, limit: int = 12) -> str:
@@ -124,7 +131,7 @@ def compile_primfunc(
     seconds = time.perf_counter() - start
     if options.debug_root_path:
         write_debug_files(Path(options.debug_root_path), name, prim_func, jit_kernel)
-    specs = param_specs(prim_func, options.out_idx)
+    specs = with_tma(param_specs(prim_func, options.out_idx), _device_source(jit_kernel))
     return Build(name, jit_kernel, prim_func, specs, target, options, seconds)
 
 

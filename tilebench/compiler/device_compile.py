@@ -7,6 +7,9 @@ TL_DEVICE_COMPILE_FLAGS, or a source NVRTC refuses.
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from tilebench.compiler import headers
@@ -14,10 +17,39 @@ from tilebench.compiler.nvrtc import NvrtcError, nvrtc_options, nvrtc_source, us
 from tilebench.config import settings
 
 CALLBACK = "tilelang_callback_cuda_compile"  # the name tilelang's CUDA codegen calls
+_KEPT_BINARIES = 64  # device binaries kept in memory by their source, for kernels without a library file
+_binaries: OrderedDict[str, bytes] = OrderedDict()
+_binaries_lock = threading.Lock()
+
+
+def binary_for_source(code: str) -> bytes | None:
+    """The device binary (cubin, or nvcc's fatbin) this process last compiled from this CUDA source; None
+    if it compiled none (or has forgotten it). Kernels built with tilelang's cache disabled have no
+    library file, so the panel reads their cubin from here."""
+    with _binaries_lock:
+        return _binaries.get(_source_key(code))
+
+
+def _source_key(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+def _keep(code: str, binary: bytes | bytearray) -> bytearray:
+    with _binaries_lock:
+        key = _source_key(code)
+        _binaries[key] = bytes(binary)
+        _binaries.move_to_end(key)
+        while len(_binaries) > _KEPT_BINARIES:
+            _binaries.popitem(last=False)
+    return bytearray(binary)
 
 
 def device_compile(code: str, target: Any, pass_config: dict | None = None) -> bytearray:
     """The CUDA codegen's compile callback: NVRTC where it applies, else tilelang's nvcc callback."""
+    return _keep(code, _device_binary(code, target, pass_config))
+
+
+def _device_binary(code: str, target: Any, pass_config: dict | None) -> bytes | bytearray:
     from tilelang.cache.cuda_binary_cache import CUDABinaryCache
     from tilelang.contrib import nvcc
     from tilelang.cuda.backend import tilelang_callback_cuda_compile
@@ -43,7 +75,7 @@ def device_compile(code: str, target: Any, pass_config: dict | None = None) -> b
     )
     cached = CUDABinaryCache.load(key, "cubin")
     if cached is not None:
-        return bytearray(cached)
+        return cached
 
     source = nvrtc_source(code)
     try:
@@ -54,7 +86,7 @@ def device_compile(code: str, target: Any, pass_config: dict | None = None) -> b
         return tilelang_callback_cuda_compile(code, target, pass_config)  # nvcc's own error, if any
     headers.remember(source, options)
     CUDABinaryCache.save(key, "cubin", cubin)
-    return bytearray(cubin)
+    return cubin
 
 
 def install() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 
@@ -16,6 +17,7 @@ class ParamSpec:
     shape: tuple[int | str, ...] = ()
     strides: tuple[int | str, ...] | None = None
     is_output: bool = False
+    tma: bool = False  # read or written through a TMA descriptor (its strides: multiples of 16 bytes)
 
     def describe(self) -> str:
         if self.kind == "tensor":
@@ -59,3 +61,17 @@ def param_specs(prim_func: Any, out_idx: tuple[int, ...] | None = None) -> tuple
             kind = "ptr" if dtype == "handle" else "scalar"
             specs.append(ParamSpec(str(param.name), kind, dtype, is_output=index in outputs))
     return tuple(specs)
+
+
+_TMA_DESCRIPTOR = re.compile(r"CUtensorMap\s+(\w+)_desc\b")
+
+
+def with_tma(specs: tuple[ParamSpec, ...], device_source: str | None) -> tuple[ParamSpec, ...]:
+    """The specs with `tma` set for each tensor the device code reaches through a TMA descriptor
+    (tilelang passes it as a `CUtensorMap <buffer>_desc` kernel parameter)."""
+    names = set(_TMA_DESCRIPTOR.findall(device_source or ""))
+    if not names:
+        return specs
+    return tuple(
+        dataclasses.replace(s, tma=True) if s.kind == "tensor" and s.name in names else s for s in specs
+    )

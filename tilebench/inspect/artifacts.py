@@ -115,6 +115,21 @@ class KernelArtifacts:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def registers_unknown(self) -> str | None:
+        """Why registers (and static shared memory) could not be read, in a line; None when they were.
+        Both come from the cubin, then from ptxas on the PTX."""
+        if self.resources.registers_per_thread is not None:
+            return None
+        for step, what in (
+            ("cubin", "no cubin"),
+            ("ptxas", "ptxas failed"),
+            ("cuda_source", "no CUDA source"),
+        ):
+            if step in self.errors:
+                reason = self.errors[step].split(": ", 1)[-1].splitlines()[0]
+                return f"{what}: {reason[:160]}"
+        return "the cubin names no such kernel and no PTX was found to run ptxas on"
+
     def _kernel_name(self) -> str | None:
         match = _GLOBAL_KERNEL.search(self.cuda_source or "")
         return match.group(1) if match else None

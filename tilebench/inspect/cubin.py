@@ -10,6 +10,8 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
+from tilebench.compiler.device_compile import binary_for_source
+
 EM_CUDA = 190
 _EIATTR_FRAME_SIZE = 0x11
 _EIATTR_REGCOUNT = 0x2F
@@ -34,23 +36,36 @@ def library_path(jit_kernel: Any) -> str | None:
 
 
 def find_cubin(jit_kernel: Any) -> bytes:
-    """The device ELF embedded in the kernel's host library (tvm_ffi's executable.so)."""
+    """The device ELF embedded in the kernel's host library (tvm_ffi's executable.so); for a kernel
+    without one (tilelang's cache disabled), the binary this process compiled from its CUDA source."""
     path = library_path(jit_kernel)
     if path is None:
-        raise FileNotFoundError(
-            "the kernel has no library file to read the cubin from (tilelang's cache disabled, or a "
-            f"backend without one: {getattr(jit_kernel, 'execution_backend', '?')}); call ensure_ptx()"
-        )
-    with open(path, "rb") as handle:
-        blob = handle.read()
+        blob, where = _compiled_binary(jit_kernel), "the device binary compiled in this process"
+        if blob is None:
+            raise FileNotFoundError(
+                "the kernel has no library file to read the cubin from, and this process did not compile "
+                f"its device code (execution backend {getattr(jit_kernel, 'execution_backend', '?')}); "
+                "call ensure_ptx()"
+            )
+    else:
+        with open(path, "rb") as handle:
+            blob, where = handle.read(), os.path.basename(path)
     cubins = list(_embedded_cuda_elves(blob))
     if not cubins:
-        raise ValueError(f"no uncompressed CUDA ELF inside {os.path.basename(path)}")
+        raise ValueError(f"no uncompressed CUDA ELF inside {where}")
     return cubins[0]
 
 
+def _compiled_binary(jit_kernel: Any) -> bytes | None:
+    try:
+        source = jit_kernel.get_kernel_source()
+    except Exception:  # noqa: BLE001 - a kernel without its CUDA source has nothing to look up
+        return None
+    return binary_for_source(source) if isinstance(source, str) else None
+
+
 def _embedded_cuda_elves(blob: bytes) -> Iterator[bytes]:
-    start = blob.find(b"\x7fELF", 1)
+    start = blob.find(b"\x7fELF")
     while start != -1:
         size = _cuda_elf_size(blob, start)
         if size:

@@ -160,12 +160,7 @@ class JIT:
             return kernel, _placeholders_fit(kernel, tuple(runtime_args.values()))
         compile_values, runtime = self._binder(*args, **kwargs)
         key, _ = elaborator.template_key(args, kwargs)
-        unknown = elaborator.unknown_keywords(args, kwargs)
-        if unknown:
-            raise TypeError(
-                f"{self.__name__}() got an unexpected keyword argument {unknown[0]!r}: "
-                f"it is neither a parameter nor a T.const symbol of the kernel"
-            )
+        self._refuse_unknown_keywords(args, kwargs)
         kernel = self._by_key.get(key) or self._compile_key(key, args, kwargs)
         _placeholders_fit(kernel, runtime)
         readers = elaborator.shape_readers(args, kwargs)
@@ -218,8 +213,17 @@ class JIT:
             return self._resolve_lazy(args, kwargs)
         if self._tensors_missing(args, kwargs):  # T.const values given instead of tensors
             key, _ = self.elaborator.template_key(args, kwargs)
+            self._refuse_unknown_keywords(args, kwargs)
             return self._by_key.get(key) or self._compile_key(key, args, kwargs)
         return self._resolve_eager(args, kwargs)[0]
+
+    def _refuse_unknown_keywords(self, args: tuple, kwargs: dict) -> None:
+        unknown = self.elaborator.unknown_keywords(args, kwargs)
+        if unknown:
+            raise TypeError(
+                f"{self.__name__}() got an unexpected keyword argument {unknown[0]!r}: "
+                f"it is neither a parameter nor a T.const symbol of the kernel"
+            )
 
     def _tensors_missing(self, args: tuple, kwargs: dict) -> bool:
         """True for an eager call that leaves tensor parameters out (tilelang builds placeholders
@@ -313,11 +317,14 @@ class JIT:
         options = self.options.updated(**changes) if changes else self.options
         return self if options == self.options else type(self)(self._func, options)
 
-    def runtime_args(self, *args: Any, **kwargs: Any) -> tuple:
-        """The values an eager call passes to the compiled kernel (its tensors), in order."""
+    def runtime_args(self, *args: Any, **kwargs: Any) -> tuple | None:
+        """The values an eager call passes to the compiled kernel (its tensors), in order; None for a
+        call that leaves tensors out (T.const values given by keyword, as `.compile()` takes them)."""
         args, kwargs = self._checked(args, kwargs)
         if self._mode != "eager":
             raise TypeError(f"{self.__name__} is not an eager kernel: its call arguments are not its inputs")
+        if self._tensors_missing(args, kwargs):
+            return None
         if self._binder is None:
             return tuple(self.elaborator.template_key(args, kwargs)[1].values())
         return self._binder(*args, **kwargs)[1]

@@ -297,7 +297,7 @@ class _Checker:
         problem = tensor_kind_problem(where, value) or self.shape(spec, where, value)
         if problem is not None:
             return problem
-        problem = self.strides(spec, value)
+        problem = self.strides(spec, value) or (tma_problem(spec, value) if spec.tma else None)
         if problem:
             return ValueError(f"{where} {problem}")
         return None
@@ -388,6 +388,33 @@ class _Checker:
         if spec.kind == "ptr":
             return pointer_problem(where, value)
         return scalar_problem(where, spec.dtype, value)
+
+
+TMA_ALIGN = 16  # bytes: a TMA descriptor's global address and every stride but the innermost
+
+
+def tma_problem(spec: ParamSpec, value: Any) -> str | None:
+    """What breaks TMA's 16-byte rule for a tensor the kernel reaches through a descriptor, or None.
+    Static shapes meet it when compiled; dynamic ones are checked here, before the descriptor is built.
+    The descriptor takes the parameter's strides: the tensor's own for a T.StridedTensor, else the
+    contiguous ones of its shape."""
+    size = value.element_size()
+    shape = tuple(int(n) for n in value.shape)
+    strides = tuple(value.stride()) if spec.strides is not None else _expected_strides(shape)
+    rule = f"the kernel reaches it through TMA, which needs its address and strides in multiples of {TMA_ALIGN} bytes"
+    for axis, stride in enumerate(strides[:-1]):
+        if stride * size % TMA_ALIGN:
+            step = TMA_ALIGN // math.gcd(TMA_ALIGN, size)
+            return (
+                f"has stride {stride} ({stride * size} bytes) in dimension {axis} (shape {shape}): "
+                f"{rule}; make that stride a multiple of {step} elements, e.g. pad the last dimension"
+            )
+    if value.data_ptr() % TMA_ALIGN:
+        return (
+            f"starts at address {value.data_ptr():#x} (offset {value.data_ptr() % TMA_ALIGN} bytes from a "
+            f"{TMA_ALIGN}-byte boundary, a view at an odd offset?): {rule}; pass .clone()"
+        )
+    return None
 
 
 def diagnose(

@@ -20,7 +20,13 @@ from tilebench.compiler.runtime import has_gpu
 from tilebench.compiler.targets import TargetError, describe_target, resolve_target
 from tilebench.kernel import observe
 from tilebench.kernel.placeholders import is_placeholder
-from tilebench.magic.discover import bound_names, cell_kernels, read_names
+from tilebench.magic.discover import (
+    bound_names,
+    cell_kernels,
+    defined_names,
+    kernel_names_to_bind,
+    read_names,
+)
 from tilebench.magic.errors import cell_line_of, exit_error, fail, needs_device
 from tilebench.magic.fingerprint import CellMemory, cell_key
 from tilebench.magic.line import EXPRESSIONS, call_code, checked, expression_code, flag
@@ -100,7 +106,7 @@ def _inputs_for(jit: Any, args: tuple, kwargs: dict, explicit: Any) -> tuple | N
         return tuple(explicit) if isinstance(explicit, (tuple, list)) else (explicit,)
     if getattr(jit, "mode", None) == "eager":
         runtime = jit.runtime_args(*args, **kwargs)
-        if not any(is_placeholder(v) for v in runtime):
+        if runtime is not None and not any(is_placeholder(v) for v in runtime):
             return runtime
     return None
 
@@ -161,8 +167,9 @@ def _compile_cell(
             observe.watching(filename, LINE_OFFSET) as watch,
         ):
             stopped = _run_program(tree, filename, namespace)
-        kernels = cell_kernels(namespace, list(saved), cell_options(overrides), options.kernel)
-        namespace.update(kernels)
+        defined = defined_names(tree)
+        kernels = cell_kernels(namespace, list(saved), cell_options(overrides), options.kernel, defined)
+        namespace.update(kernel_names_to_bind(namespace, kernels))
         return _compile_chosen(options, kernels, namespace, cell, watch, stopped, filename), stopped
     except (UsageError, KeyboardInterrupt):
         _restore(namespace, saved)
@@ -309,8 +316,20 @@ def _compile_chosen(
         else:
             result.note = f"tuning found no config that ran correctly ({result.tune.num_errors} failed)"
             return result
+    return _compile_call(options, jit, args, kwargs, result, filename)
+
+
+def _compile_call(
+    options: Any, jit: Any, args: tuple, kwargs: dict, result: CellResult, filename: str
+) -> CellResult:
+    """Compile the chosen kernel for the line's call (or the tuned best) into `result`."""
     start = time.perf_counter()
-    compiled = jit.compile(*args, **kwargs)
+    try:
+        compiled = jit.compile(*args, **kwargs)
+    except TypeError as exc:  # the line's call does not fit the kernel (none of the cell's code ran)
+        if cell_line_of(exc, filename) is not None:
+            raise
+        raise UsageError(f"%%tilelang: the magic line's call {' '.join(options.call)!r}: {exc}") from None
     result.compile_s = time.perf_counter() - start
     result.kernel = compiled
     result.artifacts = compiled.artifacts()

@@ -68,6 +68,9 @@ class CellResult:
         lines.append(head)
         if self.artifacts is not None:
             lines.append("  " + resources_line(self.artifacts.resources))
+            unknown = self.artifacts.registers_unknown()
+            if unknown is not None:
+                lines.append(f"  registers and static shared memory unknown ({unknown})")
             for problem in self.limit_problems():
                 lines.append(f"  ✘ cannot launch: {problem}")
         if self.tune is not None:

@@ -67,8 +67,11 @@ class Candidates:
             return None
         args, kwargs = self.space.call_for(config)
         jit, kwargs = kernel_for_call(self.jit, kwargs)
+        runtime = jit.runtime_args(*args, **kwargs)
+        if runtime is None:  # a call naming T.const values instead of tensors: the worker makes them
+            return None
         spec = []
-        for value in jit.runtime_args(*args, **kwargs):
+        for value in runtime:
             shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
             if shape is None or dtype is None:
                 return None

@@ -103,3 +103,17 @@ class TextProgress:
 
     def should_stop(self) -> bool:
         return False
+
+
+class FirstCompiled:
+    """Stops a compile-only run (no GPU to time on) once one config has compiled: that config stands in
+    for the best, so compiling the rest would only cost time."""
+
+    def __init__(self) -> None:
+        self.found = False
+
+    def on_record(self, record: Any) -> None:
+        self.found = self.found or compile_only(record)
+
+    def should_stop(self) -> bool:
+        return self.found

@@ -36,8 +36,9 @@ class TunableKernel(Protocol):
     def compile(self, *args: Any, **kwargs: Any) -> Any:
         """The compiled kernel of one call (a cache hit once the tuner's workers compiled it)."""
 
-    def runtime_args(self, *args: Any, **kwargs: Any) -> tuple:
-        """An eager call's tensors, in order (their shapes and dtypes describe the inputs)."""
+    def runtime_args(self, *args: Any, **kwargs: Any) -> tuple | None:
+        """An eager call's tensors, in order (their shapes and dtypes describe the inputs); None for a
+        call that names T.const values instead (the compiled kernel's parameters describe them)."""
 
     def with_options(self, **changes: Any) -> TunableKernel:
         """The same kernel function under changed compile options (pass_configs merge over its own)."""

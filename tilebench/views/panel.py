@@ -145,8 +145,8 @@ class KernelPanel(widgets.VBox):
         return f"<div class='tilebench-header'><b>{html.escape(head)}</b>{lines}</div>"
 
     def _resources(self) -> widgets.Widget:
-
-        return widgets.HTML(resources_html(self.result.artifacts.resources))
+        artifacts = self.result.artifacts
+        return widgets.HTML(resources_html(artifacts.resources, artifacts.registers_unknown()))
 
     def _layouts(self) -> widgets.Widget:
         from tilebench.views.layouts import LayoutView  # late: loads IPython, ipywidgets, numpy, plotly

@@ -17,15 +17,19 @@ _CSS = (
 )
 
 
-def resources_html(resources: Any) -> str:
+def resources_html(resources: Any, registers_unknown: str | None = None) -> str:
     """Registers, shared memory, spills, stack, barriers, launch shape and occupancy as an HTML table;
-    "—" where a figure is unknown. Spills above zero are shown in red."""
+    "—" where a figure is unknown, and why registers are (`registers_unknown`). Spills above zero are
+    shown in red."""
     if resources is None:
         return "<p><i>no resource figures</i></p>"
     r = resources
     spills = (r.spill_store_bytes or 0) + (r.spill_load_bytes or 0)
+    registers = _value(r.registers_per_thread)
+    if r.registers_per_thread is None and registers_unknown:
+        registers = f"unknown: {registers_unknown}"
     rows = [
-        ("registers / thread", _value(r.registers_per_thread)),
+        ("registers / thread", registers),
         ("shared memory", _smem(r.smem_bytes, r.static_smem_bytes, r.dynamic_smem_bytes)),
         (
             "spills",
