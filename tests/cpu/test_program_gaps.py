@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 import torch
+from IPython import get_ipython
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
@@ -44,7 +45,7 @@ def gemv(a, x, block_M: int = 64, block_N: int = 64):
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython()
+    shell = start_ipython() or get_ipython()  # one test shell per process: later callers get None
     shell.run_line_magic("load_ext", "tilebench")
     return shell
 
