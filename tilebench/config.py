@@ -102,7 +102,7 @@ def write_private_file(path: Path, data: str | bytes) -> Path:
 
 
 def _seed_target() -> str | dict | None:
-    """The target named by the environment: the seeds' TILELANG_TARGET, then 0.1.15's name."""
+    """The target named by the environment: TILELANG_TARGET, then tilelang 0.1.15's TILELANG_DEFAULT_TARGET."""
     raw = os.environ.get("TILELANG_TARGET") or os.environ.get("TILELANG_DEFAULT_TARGET")
     if not raw or raw.strip().lower() == "auto":
         return None

@@ -254,3 +254,72 @@ def test_the_magic_line_and_compile_refuse_a_misspelled_compile_time_value(ip):
         UsageError, match="the magic line's call 'M=256, N=512, blokc_M=128': .*" + unexpected
     ):
         ip.run_cell_magic("tilelang", "M=256, N=512, blokc_M=128 -k gemv", GEMV)
+
+
+TWO_KERNELS = """
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[-1])
+def plus_one(n):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=n) as _:
+            t = T.get_thread_binding()
+            Y[t] = X[t] + 1.0
+
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def twice(n):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=n) as _:
+            t = T.get_thread_binding()
+            Y[t] = X[t] * 2.0
+
+    return main
+
+
+plus_one(128)
+"""
+
+
+def test_k_naming_a_kernel_the_program_did_not_compile_says_so_instead_of_showing_another(ip):
+    ip.run_cell_magic("tilelang", "-k twice -o result", TWO_KERNELS)
+    result = ip.user_ns["result"]
+    assert result.kernel is None and result.name == "twice"
+    assert "twice: not compiled, give its arguments on the magic line" in result.note
+    ip.run_cell_magic("tilelang", "64 -k twice --no-run -o result", TWO_KERNELS)
+    assert ip.user_ns["result"].kernel.specs[0].shape == (64,)
+
+
+def test_a_t_const_missing_from_the_magic_line_is_named_with_tilelangs_hint(ip):
+    with pytest.raises(UsageError) as info:
+        ip.run_cell_magic("tilelang", "M=128 -k gemv", GEMV)
+    message = str(info.value)
+    assert message.startswith("%%tilelang: the magic line's call 'M=128':")
+    assert "Cannot find value for constexpr variable `N`" in message and "`N=<value>`" in message
+
+
+def test_a_failed_import_is_the_cells_own_line_not_tilebenchs(ip):
+    from tilebench.magic.errors import TileLangCellError
+
+    with pytest.raises(TileLangCellError) as info:
+        ip.run_cell_magic("tilelang", "", "import tilelang\nimport json.no_such_module\n")
+    report = info.value.report
+    assert report.kind == "python" and report.cell_line == 3
+    assert report.hint == ""  # the kind's own hint shows: "Python raised this while running the cell"
+
+
+def test_tilelangs_testing_main_in_a_cell_is_no_lowering_error(ip):
+    from tilebench.magic.errors import TileLangCellError
+
+    cell = "import tilelang\nimport tilelang.testing\n\n\ndef test_one():\n    pass\n\n\ntilelang.testing.main()\n"
+    with pytest.raises(TileLangCellError) as info:
+        ip.run_cell_magic("tilelang", "", cell)
+    report = info.value.report
+    assert report.kind == "python" and report.cell_line == 10
+    assert "compiled the kernel" not in report.hint

@@ -1,4 +1,4 @@
-"""Seed 003's `AutoTuner` class on tilebench's engine: isolated workers, records, resume, dashboard.
+"""tilelang's `AutoTuner` class (tilelang.autotuner) on tilebench's engine: isolated workers, records, resume, dashboard.
 
 result = (AutoTuner.from_kernel(kernel=factory, configs=configs)
           .set_compile_args(out_idx=[-1], target="auto")
@@ -31,7 +31,7 @@ from tilebench.tuner.result import TuneResult
 
 @dataclasses.dataclass
 class AutotuneResult:
-    """Seed 003's result: the best config, its kernel, and (properties) its latency and the reference's,
+    """tilelang's `AutotuneResult`: the best config, its kernel, and (properties) its latency and the reference's,
     in ms; `records` has every config. Without a GPU nothing was timed: reading a latency then stops
     a program as compile-only (NoDeviceError)."""
 
@@ -67,7 +67,7 @@ _PROFILE_NAMES = {
 
 
 class AutoTuner:
-    """Tune a kernel over explicit configs (dicts of keyword arguments), seed 003's way.
+    """Tune a kernel over explicit configs (dicts of keyword arguments), as tilelang's AutoTuner does.
 
     `fn` is a kernel factory (a function returning a PrimFunc), a `tb.jit`/`tilelang.jit` kernel, or a
     plain `@T.prim_func` factory; every config is one keyword call of it.
@@ -132,7 +132,7 @@ class AutoTuner:
         cache_input_tensors: bool = False,
         backend: str = "event",
     ) -> AutoTuner:
-        """How configs are checked and timed (seed 003's arguments; tilebench's tuning options)."""
+        """How configs are checked and timed (tilelang's `set_profile_args` arguments; tilebench's tuning options)."""
         given = dict(locals())
         given.pop("self")
         self.profile_args = {_PROFILE_NAMES.get(k, k): v for k, v in given.items()}
@@ -195,7 +195,7 @@ class AutoTuner:
         )
 
     def _ref_latency(self, kernel: Any, options: Any) -> float | None:
-        """The reference's time on the profiler's inputs (seed 003's ref_latency), measured once."""
+        """The reference's time on the profiler's inputs (tilelang's `ref_latency`), measured once."""
 
         if self.ref_latency_cache is None:
             self.ref_latency_cache = reference_latency(kernel, options)

@@ -69,7 +69,7 @@ def tune_configs(jit: TunableKernel, configs: Iterable[dict | tuple], options: T
 
 
 def get_tune_configs(jit: TunableKernel, args: tuple, kwargs: dict) -> list[CallArgs]:
-    """Every concrete call the choices of this call expand to (seed 001)."""
+    """Every concrete call the choices of this call expand to (`get_tune_configs` of tilelang's JIT v2)."""
     space = space_of_call(jit, args, kwargs)
     calls = []
     for config in space.configs():
@@ -123,7 +123,7 @@ class AutoTuned:
         return self.jit.mode
 
     def __getattr__(self, name: str) -> Any:
-        # seed 003's AutoTuneImpl fields (warmup, rep, ref_prog, ...) read from the tuning options
+        # tilelang's AutoTuneImpl fields (warmup, rep, ref_prog, ...) read from the tuning options
         aliases = {
             "timeout": "timeout_s",
             "ref_prog": "ref",
@@ -146,7 +146,7 @@ class AutoTuned:
         )
 
     def get_tunner(self) -> Any:
-        """seed 003's name for the tuner behind the decorator."""
+        """tilelang's name (`AutoTuneImpl.get_tunner`) for the tuner behind the decorator."""
         # late: compat's jit, tuning, autotuner and adopt call each other
         from tilebench.compat.autotuner import AutoTuner
 
@@ -300,7 +300,7 @@ def record_tuning(
 
 
 def reference_latency(kernel: Any, options: TuneOptions) -> float | None:
-    """The reference program's time on the kernel's profiler inputs (seed 003's ref_latency)."""
+    """The reference program's time on the kernel's profiler inputs (tilelang's `ref_latency`)."""
     if options.ref is None:
         return None
 
@@ -342,7 +342,7 @@ def autotune(
     early_stop_factor: float = 2.0,
     **search: Any,
 ) -> Any:
-    """Seed 003's `autotune` over a tb.jit/tilelang.jit kernel (above or below `@tilelang.jit`).
+    """tilelang's `autotune` (tilelang.autotuner) over a tb.jit/tilelang.jit kernel (above or below `@tilelang.jit`).
 
     `**search` takes TuneOptions (strategy, max_configs, ...). `early_stop=True` times fully only the
     configs within `early_stop_factor` of the best (tilebench's quick ranking does this by default).

@@ -2,17 +2,53 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from types import TracebackType
 from typing import Any
 
+from tilebench.compiler import launch
 from tilebench.compiler.build import Build
 from tilebench.compiler.launch import fast_call, generic_call
 from tilebench.compiler.runtime import has_gpu
 from tilebench.kernel import observe
+from tilebench.kernel.placeholders import is_placeholder
 from tilebench.kernel.pointers import tensors_for_addresses
 from tilebench.kernel.tilelang_api import TileLangKernelAPI
-from tilebench.kernel.validate import bind_inputs, diagnose, launchable
+from tilebench.kernel.validate import bind_inputs, diagnose, launchable, placeholder_problem
 from tilebench.measure.timer import NoDeviceError, time_call
+
+# A refused call is the caller's mistake: its error should point at the caller's line, as a builtin's
+# does, not at tilebench's checks. A compiled Kernel's call, its `_refused` and tb.jit's call each catch
+# what they raise, trim it (`trim_call_error`) and re-raise it with a bare `raise`, which adds no frame.
+CALL_ERRORS = (TypeError, ValueError, OverflowError, NoDeviceError)
+_CALL_PATH = (os.path.dirname(__file__) + os.sep, launch.__file__, "<tilebench ")  # kernel/, launchers
+
+
+def trim_call_error(error: BaseException) -> None:
+    """Take tilebench's part out of an error a kernel call raised. A refused call (one of CALL_ERRORS
+    whose frames are all on the call path: kernel/, the launchers) loses its traceback, and its cause
+    (who refused it: the executable, tilelang's adapter) the call path's frames; an error raised while
+    the call path handled one of its own (the fast path's miss) no longer shows that one. Any other
+    error (raised in the user's kernel body, tilelang, the compiler) keeps its traceback."""
+    if isinstance(error, CALL_ERRORS) and _past_call_path(error.__traceback__) is None:
+        error.__traceback__ = None
+        if error.__cause__ is not None:
+            error.__cause__.__traceback__ = _past_call_path(error.__cause__.__traceback__)
+    context = error.__context__
+    if (
+        context is not None
+        and context is not error.__cause__
+        and _past_call_path(context.__traceback__) is None
+    ):
+        error.__suppress_context__ = True
+
+
+def _past_call_path(entry: TracebackType | None) -> TracebackType | None:
+    """The traceback from its first frame off the call path on; None when it has none."""
+    while entry is not None and entry.tb_frame.f_code.co_filename.startswith(_CALL_PATH):
+        entry = entry.tb_next
+    return entry
 
 
 class Kernel(TileLangKernelAPI):
@@ -44,25 +80,33 @@ class Kernel(TileLangKernelAPI):
         raise NotImplementedError
 
     def _compile_only_call(self, *args: Any, **kwargs: Any) -> Any:
-        args = bind_inputs(self.name, self.specs, args, kwargs)
-        problem = diagnose(self.name, self.specs, args, self.build.device_kind)
-        if problem is not None:
-            raise problem
-        raise NoDeviceError(
-            f"{self.name}: compile-only, no CUDA device here. The kernel was compiled for "
-            f"{self.build.target_text}; its TIR, CUDA source and layouts are available, "
-            "but running it needs a GPU"
-        )
+        try:
+            args = bind_inputs(self.name, self.specs, args, kwargs)
+            problem = diagnose(self.name, self.specs, args, self.build.device_kind)
+            if problem is not None:
+                raise problem
+            raise NoDeviceError(
+                f"{self.name}: compile-only, no CUDA device here. The kernel was compiled for "
+                f"{self.build.target_text}; its TIR, CUDA source and layouts are available, "
+                "but running it needs a GPU"
+            )
+        except Exception as error:
+            trim_call_error(error)
+            raise
 
     def _refused(self, args: tuple, error: Exception) -> Any:
         """The executable refused this call: retry integer device pointers as tensors, else say why."""
-        retried = tensors_for_addresses(self.specs, args)
-        if retried is not None:
-            return self(*retried)
-        problem = diagnose(self.name, self.specs, args, self.build.device_kind)
-        if problem is None:
-            raise error
-        raise problem from error
+        try:
+            retried = tensors_for_addresses(self.specs, args)
+            if retried is not None:
+                return self(*retried)
+            problem = diagnose(self.name, self.specs, args, self.build.device_kind)
+            if problem is None:
+                raise error
+            raise problem from error
+        except Exception as raised:
+            trim_call_error(raised)
+            raise
 
     def _screen_failed(self, args: tuple) -> tuple:
         """Arguments the quick screen doubted: integer device pointers as tensors, else a named error."""
@@ -133,16 +177,29 @@ def _screened(call: Callable[..., Any]) -> Callable[..., Any]:
     integer for a tensor as an address, and truncates scalars): screen the arguments before launching."""
 
     def __call__(self: Kernel, *args: Any, **kwargs: Any) -> Any:
-        args = bind_inputs(self.name, self.specs, args, kwargs)
-        if not launchable(self.specs, args):
-            args = self._screen_failed(args)
-        return call(self, *args)
+        try:
+            args = bind_inputs(self.name, self.specs, args, kwargs)
+            if not launchable(self.specs, args):
+                args = self._screen_failed(args)
+            return call(self, *args)
+        except Exception as error:
+            trim_call_error(error)
+            raise
 
     return __call__
 
 
+def placeholders_fit(kernel: Kernel, runtime: tuple) -> tuple:
+    """`runtime`, once no placeholder among it contradicts the shapes the kernel was compiled for."""
+    if any(is_placeholder(v) for v in runtime):
+        problem = placeholder_problem(kernel.name, kernel.specs, runtime)
+        if problem is not None:
+            raise problem
+    return runtime
+
+
 class PartialKernel:
-    """A kernel elaborated for fixed arguments but not compiled (seed 001's JITFunc).
+    """A kernel elaborated for fixed arguments but not compiled: what `f.partial(...)` returns.
 
     `const_args` is its cache key: shapes, strides, dtypes and every compile-time parameter.
     """

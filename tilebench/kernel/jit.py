@@ -16,11 +16,11 @@ from tilebench.compiler.frontend import Elaborator
 from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.targets import describe_target, resolve_target
 from tilebench.kernel.binder import freeze_key, make_binder, make_key_parser, make_shape_reader
-from tilebench.kernel.compiled import Kernel, PartialKernel
+from tilebench.kernel.compiled import Kernel, PartialKernel, placeholders_fit, trim_call_error
 from tilebench.kernel.expectations import call_key, call_kinds, value_kinds
 from tilebench.kernel.param_checks import check_call, elaboration_problem
 from tilebench.kernel.placeholders import is_placeholder
-from tilebench.kernel.validate import config_call, par_compile_problem, placeholder_problem
+from tilebench.kernel.validate import config_call, par_compile_problem
 from tilebench.measure.timer import time_call
 from tilebench.workers.isolated import compile_isolated
 from tilebench.workers.parallel import compile_all
@@ -104,37 +104,41 @@ class JIT:
     # --- calls ----------------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        mode = self._mode
-        if mode == "eager":
-            try:
-                compile_values, runtime = self._binder(*args, **kwargs)
-                reader, kernels, kinds, nested = self._templates[compile_values]
-                # values given: equal to the template's (256.0 == 256, True == 1) is not enough
-                if (kwargs or len(args) > self._leading_runtime) and (
-                    value_kinds(compile_values) if nested else tuple(map(type, compile_values))
-                ) not in kinds:
-                    raise KeyError(compile_values)
-                kernel = kernels[reader(*runtime)]
-            except (KeyError, TypeError, AttributeError, IndexError):
-                kernel, runtime = self._resolve_eager(args, kwargs)
-            return kernel(*runtime)
-        if mode == "lazy":
-            last_args, last_kwargs, kernel, kinds = self._last_call
-            try:
-                # equal is not enough (256.0 == 256, True == 1): the kinds must be the last call's too
-                if (
-                    args == last_args
-                    and kwargs == last_kwargs
-                    and (tuple(map(type, args)) if not kwargs else call_kinds(args, kwargs)) == kinds
-                ):
-                    return kernel
-            except (TypeError, RuntimeError):  # tensors among the arguments
-                pass
-            return self._resolve_lazy(args, kwargs)
-        if mode == "prim_func":
-            return self.compile()(*args, **kwargs)
-        self._ensure_mode(args, kwargs)
-        return self(*args, **kwargs)
+        try:  # a refused call leaves with no frame of tilebench's (compiled.trim_call_error)
+            mode = self._mode
+            if mode == "eager":
+                try:
+                    compile_values, runtime = self._binder(*args, **kwargs)
+                    reader, kernels, kinds, nested = self._templates[compile_values]
+                    # values given: equal to the template's (256.0 == 256, True == 1) is not enough
+                    if (kwargs or len(args) > self._leading_runtime) and (
+                        value_kinds(compile_values) if nested else tuple(map(type, compile_values))
+                    ) not in kinds:
+                        raise KeyError(compile_values)
+                    kernel = kernels[reader(*runtime)]
+                except (KeyError, TypeError, AttributeError, IndexError):
+                    kernel, runtime = self._resolve_eager(args, kwargs)
+                return kernel(*runtime)
+            if mode == "lazy":
+                last_args, last_kwargs, kernel, kinds = self._last_call
+                try:
+                    # equal is not enough (256.0 == 256, True == 1): the kinds must be the last call's too
+                    if (
+                        args == last_args
+                        and kwargs == last_kwargs
+                        and (tuple(map(type, args)) if not kwargs else call_kinds(args, kwargs)) == kinds
+                    ):
+                        return kernel
+                except (TypeError, RuntimeError):  # tensors among the arguments
+                    pass
+                return self._resolve_lazy(args, kwargs)
+            if mode == "prim_func":
+                return self.compile()(*args, **kwargs)
+            self._ensure_mode(args, kwargs)
+            return self(*args, **kwargs)
+        except Exception as error:
+            trim_call_error(error)
+            raise
 
     def _resolve_lazy(self, args: tuple, kwargs: dict) -> Kernel:
         key = call_key(args, kwargs)
@@ -157,12 +161,12 @@ class JIT:
         if self._binder is None:  # a signature the binder cannot mirror: tilelang binds every call
             key, runtime_args = elaborator.template_key(args, kwargs)
             kernel = self._by_key.get(key) or self._compile_key(key, args, kwargs)
-            return kernel, _placeholders_fit(kernel, tuple(runtime_args.values()))
+            return kernel, placeholders_fit(kernel, tuple(runtime_args.values()))
         compile_values, runtime = self._binder(*args, **kwargs)
         key, _ = elaborator.template_key(args, kwargs)
         self._refuse_unknown_keywords(args, kwargs)
         kernel = self._by_key.get(key) or self._compile_key(key, args, kwargs)
-        _placeholders_fit(kernel, runtime)
+        placeholders_fit(kernel, runtime)
         readers = elaborator.shape_readers(args, kwargs)
         if readers is not None and not any(is_placeholder(v) for v in runtime):
             try:
@@ -199,7 +203,7 @@ class JIT:
         kernel = self._by_key[key] = self._build(self.get_tir(*args, **kwargs))
         return kernel
 
-    # --- the seeds' methods -----------------------------------------------------------------------
+    # --- compiling ahead of a call, and timing ------------------------------------------------------
 
     def compile(self, *args: Any, **kwargs: Any) -> Kernel:
         """Elaborate and compile for these arguments (tensors or placeholders); return the Kernel."""
@@ -415,15 +419,6 @@ class JIT:
 
     def __repr__(self) -> str:
         return f"<tilebench.jit {self.__name__} mode={self._mode or 'unknown yet'}>"
-
-
-def _placeholders_fit(kernel: Kernel, runtime: tuple) -> tuple:
-    """`runtime`, once no placeholder among it contradicts the shapes the kernel was compiled for."""
-    if any(is_placeholder(v) for v in runtime):
-        problem = placeholder_problem(kernel.name, kernel.specs, runtime)
-        if problem is not None:
-            raise problem
-    return runtime
 
 
 def _prim_func_name(func: Any) -> str:

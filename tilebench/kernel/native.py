@@ -1,4 +1,4 @@
-"""The C part of the eager front (`_keyparse.c`): built by the install, loaded if present.
+"""The C part of eager-style kernels' dispatch, their key parser (`_keyparse.c`): built by the install, loaded if present.
 
 `pip install` (hatch_build.py) and `make venv` build it next to this file with the system C compiler;
 `python -m tilebench.kernel.native` builds it in place (the GPU check does, for the bundle's Python).

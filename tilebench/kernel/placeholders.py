@@ -109,5 +109,5 @@ def empty_data_ptr() -> EmptyDataPtr:
 def is_placeholder(value: Any) -> bool:
     if isinstance(value, (Placeholder, EmptyDataPtr)):
         return True
-    # T.Tensor((M, N), dtype) outside a kernel is a TVM Buffer: the seeds use it as a placeholder too.
+    # T.Tensor((M, N), dtype) outside a kernel is a TVM Buffer: tilelang's examples use it as a placeholder too.
     return type(value).__name__ == "Buffer" and type(value).__module__.startswith("tvm")

@@ -1,4 +1,4 @@
-"""Integer device pointers (seed 001's `gemm_ptr(A.data_ptr(), ...)`) turned into tensors.
+"""Integer device pointers (`gemm_ptr(A.data_ptr(), ...)`, as in tilelang's JIT v2 examples) turned into tensors.
 
 tilelang 0.1.15 turns a `T.ptr` parameter used by `T.make_tensor` into a buffer parameter, so its
 executable takes a tensor there. A refused call whose tensor parameters got integers is retried

@@ -312,7 +312,7 @@ class _Checker:
                 f"got {value.dim()}: shape {tuple(value.shape)}"
             )
         for axis, (want, got) in enumerate(zip(spec.shape, value.shape)):
-            problem = self.dim(spec, axis, want, int(got), "shape")
+            problem = self.dim(spec, axis, want, int(got), "dimension")
             if problem:
                 return ValueError(
                     f"{where} expects shape {tuple(spec.shape)}, got {tuple(value.shape)}: {problem}"
@@ -355,7 +355,7 @@ class _Checker:
                 )
             return None
         for axis, want in enumerate(spec.strides):
-            problem = self.dim(spec, axis, want, got[axis], "stride")
+            problem = self.dim(spec, axis, want, got[axis], "stride of dimension")
             if problem:
                 return f"expects strides {tuple(spec.strides)}, got {got}: {problem}"
         return None
@@ -372,7 +372,7 @@ class _Checker:
             "its dtype has no torch equivalent" if nbytes is None else device_memory_problem(address, nbytes)
         )
         if reason is None:
-            return None  # a device address (seed 001's A.data_ptr()); viewed as the tensor it points to
+            return None  # a device address (A.data_ptr()); viewed as the tensor it points to
         return TypeError(
             f"{where} expects a torch.Tensor of {spec.dtype}, got int {address}: an integer is taken as a "
             f"device address only when the CUDA driver confirms it is device memory of at least "

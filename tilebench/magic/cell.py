@@ -122,7 +122,7 @@ def run_cell(shell: Any, options: Any, line: str, cell: str, display: Callable[[
     overrides = compile_overrides(options)
     target = describe_target(resolve_target(overrides.get("target")))
     try:
-        tree = ast.parse(cell)
+        tree = ast.parse(cell, "<tilelang cell>")
     except SyntaxError as exc:
         fail(exc, "<tilelang cell>", cell, display, 1 + LINE_OFFSET)
     names = bound_names(tree)
@@ -285,11 +285,13 @@ def _compile_chosen(
     if not options.call and options.tune is None and watch.compiled():
         programs = _program_results(cell, kernels, watch, stopped, filename)
         if options.kernel is not None:
-            programs = [p for p in programs if p.name == options.kernel] or programs
-        return CellResult.of_program(cell, kernels, programs, _stop_note(stopped, filename))
+            programs = [p for p in programs if p.name == options.kernel]
+        if programs:
+            return CellResult.of_program(cell, kernels, programs, _stop_note(stopped, filename))
+        # -k names a kernel the program did not compile: compile it for the line's call, as if alone
     if stopped is not None:
         result.note = _stop_note(stopped, filename)
-        if not options.call and options.tune is None:
+        if not options.call and options.tune is None and options.kernel is None:
             return result
         # the program stopped where it needs a GPU; the line's call still compiles (as it would on one)
     if not kernels:
@@ -300,7 +302,8 @@ def _compile_chosen(
     args, kwargs = _call_args(options.call, namespace)
     result.name, result.source = name, jit.source
     if jit.mode != "prim_func" and not args and not kwargs and _needs_arguments(jit):
-        result.note = f"not compiled: give {name}'s arguments on the magic line, e.g. %%tilelang A, B"
+        needed = f"{name}: not compiled, give its arguments on the magic line, e.g. %%tilelang A, B"
+        result.note = f"{result.note}; {needed}" if result.note else needed
         return result
     if options.tune is not None:
         result.tune = _tune(options, jit, args, kwargs, result.values)
@@ -326,7 +329,7 @@ def _compile_call(
     start = time.perf_counter()
     try:
         compiled = jit.compile(*args, **kwargs)
-    except TypeError as exc:  # the line's call does not fit the kernel (none of the cell's code ran)
+    except (TypeError, ValueError) as exc:  # the line's call does not fit the kernel (a missing T.const)
         if cell_line_of(exc, filename) is not None:
             raise
         raise UsageError(f"%%tilelang: the magic line's call {' '.join(options.call)!r}: {exc}") from None
@@ -339,10 +342,13 @@ def _compile_call(
 
 
 def _warn_limits(result: CellResult) -> None:
+    """Warn of each limit the kernel is over, at the cell line that compiled it (the magic line, line 1,
+    for the line's call): the warning shows `%%tilelang:LINE`, never tilebench's own file and code."""
     import warnings
 
     for problem in result.limit_problems():
-        warnings.warn(f"%%tilelang: {result.name} compiled, but cannot launch: {problem}", stacklevel=2)
+        message = f"{result.name} compiled, but cannot launch: {problem}"
+        warnings.warn_explicit(message, UserWarning, "%%tilelang", result.compiled_at or 1)
 
 
 def _tune(options: Any, jit: Any, args: tuple, kwargs: dict, values: _LineValues) -> Any:

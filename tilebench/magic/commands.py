@@ -85,6 +85,14 @@ def runs(shell: Any, words: list[str]) -> Any:
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
+def help_text(shell: Any, words: list[str]) -> _Text:
+    """`%tilebench help`: every command with what it does, one line each."""
+
+    width = max(len(usage) for usage, _ in DESCRIPTIONS.values())
+    rows = [f"  %tilebench {usage:<{width}}  {what}" for usage, what in DESCRIPTIONS.values()]
+    return _Text("\n".join(["%tilebench commands (no command: info):", *rows]))
+
+
 TAKES_A_KERNEL = ("records", "runs")  # the rest take no word after the command
 COMMANDS: dict[str, Callable[[Any, list[str]], Any]] = {
     "info": info,
@@ -92,4 +100,13 @@ COMMANDS: dict[str, Callable[[Any, list[str]], Any]] = {
     "clear-cache": clear_cache,
     "records": records,
     "runs": runs,
+    "help": help_text,
+}
+DESCRIPTIONS = {  # command -> (its usage, what it does), for `%tilebench help`
+    "info": ("info", "tilebench, tilelang and torch versions, the GPU, the default target, the cache folder"),
+    "cache": ("cache", "what the kernel cache holds, in memory and on disk"),
+    "clear-cache": ("clear-cache", "empty the kernel cache and forget the cells remembered for re-runs"),
+    "records": ("records [KERNEL]", "stored tuning records (of one kernel) as a DataFrame"),
+    "runs": ("runs [KERNEL]", "tuning runs in the store, newest first, as a DataFrame"),
+    "help": ("help", "this list"),
 }

@@ -27,6 +27,8 @@ from tilebench.measure.timer import NoDeviceError
 
 KINDS = ("python", "elaboration", "lowering", "nvcc", "other")
 _COMPILER = ("tilelang", "tvm", "tvm_ffi")  # modules whose frames mean tilelang was lowering
+_NOT_COMPILING = ("tilelang.testing", "tilelang.profiler")  # tilelang's, but running a program, not lowering
+_IMPORT_SHIM = ("tilebench.compat.scope", "cell_import")  # the cell's `import`: Python's own statement
 
 _HINTS = {
     "python": "Python raised this while running the cell, before tilelang saw a kernel.",
@@ -111,12 +113,15 @@ def explain(error: BaseException, filename: str, cell_text: str, first_line: int
         kind = "nvcc"
     elif any(m.startswith("tilelang.language") for m in modules) and type(error).__name__ != "CompileError":
         kind = "elaboration"
-    elif type(error).__name__ == "CompileError" or any(m.split(".")[0] in _COMPILER for m in modules):
+    elif type(error).__name__ == "CompileError" or any(
+        m.split(".")[0] in _COMPILER and not m.startswith(_NOT_COMPILING) for m in modules
+    ):
         kind = "lowering"
     else:
         kind = "python"
     call_line = _deepest_cell_line(chain, filename)
-    if isinstance(error, SyntaxError) and error.filename in (filename, "<unknown>"):
+    cell_syntax = isinstance(error, SyntaxError) and error.filename in (filename, "<unknown>")
+    if cell_syntax:
         line, hint = error.lineno, ""
     elif kind in ("nvcc", "lowering"):
         line, hint = (_nvcc_line if kind == "nvcc" else _lowering_line)(
@@ -135,11 +140,14 @@ def explain(error: BaseException, filename: str, cell_text: str, first_line: int
             kind = "other"
     if kind in ("nvcc", "lowering"):
         summary = _compiler_summary(kind, compiler_text)
+    elif cell_syntax:  # Python's text names the line in its own numbering: the report names it
+        summary = _first_line(f"{type(error).__name__}: {error.msg}")
     else:
         summary = _first_line(f"{type(error).__name__}: {error}")
     log = getattr(error, "log", None) or "".join(
         traceback.format_exception(type(error), error, error.__traceback__)
     )
+    log = editor_numbered(log, [filename, error.filename] if cell_syntax else [filename], shift)
     source = _source(cell_text, line)
     shown = line + shift if source is not None and line is not None else None
     return CellError(kind, summary, shown, source, log, hint, cell_text, first_line)
@@ -173,12 +181,19 @@ def cell_line_of(error: BaseException, filename: str) -> int | None:
 def _outside_hint(error: BaseException, filename: str, line: int | None, cell_text: str, shift: int) -> str:
     """For an error raised in library code called by the cell: which function raised it, and the call."""
     entries = _tb_entries(error)
+    while entries and _frame_of(entries[-1]) == _IMPORT_SHIM:  # a failed import is the cell's own line
+        entries.pop()
     if line is None or not entries or entries[-1].tb_frame.f_code.co_filename == filename:
         return ""
     frame = entries[-1].tb_frame
     where = f"{frame.f_globals.get('__name__', '?')}.{frame.f_code.co_name}"
     call = _source(cell_text, line) or ""
     return f"Raised in {where}, outside the cell's code, by the call on cell line {line + shift}: {call}"
+
+
+def _frame_of(entry: Any) -> tuple[str, str]:
+    frame = entry.tb_frame
+    return str(frame.f_globals.get("__name__")), frame.f_code.co_name
 
 
 def _deepest_cell_line(chain: list[BaseException], filename: str) -> int | None:
@@ -276,6 +291,29 @@ def _nvcc_line(
         if len(hits) == 1:
             return hits[0], f"{where}found by the name {name!r} in the cell.\n{_NO_LINE_DIRECTIVES}"
     return None, where + _NO_LINE_DIRECTIVES
+
+
+def editor_numbered(log: str, filenames: list[str], shift: int) -> str:
+    """The log with the cell's lines numbered as the editor (and the report) number them: `shift` more
+    than in the cell's code file, in Python's frames (`File "<cell>", line 8`), tilelang's and nvcc's
+    positions (`<cell>:8:5`, `<cell>(8)`) and `#line` directives. A first line says so."""
+    if not shift:
+        return log
+    changed = 0
+
+    def moved(found: re.Match[str]) -> str:
+        nonlocal changed
+        changed += 1
+        return f"{found.group(1)}{int(found.group(2)) + shift}{found.group(3) or ''}"
+
+    for name in dict.fromkeys(filenames):
+        quoted = rf'"(?:[^"\n]*[/\\])?{re.escape(name)}"'
+        log = re.sub(rf"(File {quoted}, line )(\d+)()", moved, log)
+        log = re.sub(rf"({_in_cell(name)}[:(])(\d+)()", moved, log)
+        log = re.sub(rf"(#line )(\d+)( {quoted})", moved, log)
+    if not changed:
+        return log
+    return f"(The cell's lines in this log are numbered as the editor shows them, as in the report.)\n{log}"
 
 
 # --- what ---------------------------------------------------------------------------------------------

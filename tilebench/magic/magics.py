@@ -16,7 +16,7 @@ from tilebench.tuner.strategies import STRATEGIES
 
 @magics_class
 class TileLangMagics(Magics):
-    @magic_arguments()
+    @magic_arguments("%tilelang")  # IPython puts one "%" before the name: the usage reads %%tilelang
     @argument(
         "call",
         nargs="*",
@@ -43,7 +43,12 @@ class TileLangMagics(Magics):
         metavar="KEY=VALUE",
         help="A tilelang pass config (PassConfigKey name or value); repeatable.",
     )
-    @argument("--compile-flags", help="Extra nvcc flags, one string: '-O3 --use_fast_math'.")
+    @argument(
+        "--compile-flags",
+        help="Extra flags for the device compiler, one string: '-O3 --use_fast_math'. tilelang passes them "
+        "to nvcc (the pass config tl.device_compile_flags), so a kernel given any is compiled by nvcc "
+        "rather than NVRTC; the PTX tab's nvcc compile gets them too.",
+    )
     @argument("--ref", help="Reference callable to check against and time beside, e.g. 'lambda A, B: A @ B'.")
     @argument("--rtol", type=tolerance, help="Relative tolerance of the check (default by dtype).")
     @argument("--atol", type=tolerance, help="Absolute tolerance of the check (default by dtype).")
@@ -118,16 +123,20 @@ class TileLangMagics(Magics):
 
     @line_magic
     def tilebench(self, line: str) -> Any:
-        """`%tilebench info | cache | clear-cache | records [KERNEL] | runs [KERNEL]`.
+        """`%tilebench info | cache | clear-cache | records [KERNEL] | runs [KERNEL] | help`.
 
-        Versions and target; the kernel cache; clearing it; stored tuning records or runs as DataFrames.
+        Versions and target; the kernel cache; clearing it; stored tuning records or runs as DataFrames;
+        this list with a line on each (`%tilebench help`).
         """
 
         words = line.split()
         name = words[0] if words else "info"
         command = COMMANDS.get(name)
         if command is None:
-            raise UsageError(f"%tilebench: unknown command {line!r}; use one of: {', '.join(COMMANDS)}")
+            raise UsageError(
+                f"%tilebench: unknown command {name!r}; `%tilebench help` lists the commands "
+                f"({', '.join(COMMANDS)})"
+            )
         if len(words) - 1 > TAKES_A_KERNEL.count(name):
             takes = "at most a kernel name" if name in TAKES_A_KERNEL else "nothing more"
             raise UsageError(f"%tilebench {name} takes {takes}, got {' '.join(words[1:])!r}")

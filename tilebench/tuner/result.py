@@ -11,7 +11,7 @@ from tilebench.store.frames import records_frame
 
 
 def _show(value: Any) -> str:
-    """Tensors as the placeholder that stands for them (seed 001's `tl.place(...)`), the rest as repr."""
+    """Tensors as the placeholder that stands for them (`tb.place(...)`), the rest as repr."""
     shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
     if shape is not None and dtype is not None and callable(getattr(value, "stride", None)):
         strides = tuple(value.stride())
@@ -91,7 +91,7 @@ class TuneResult:
 
     @property
     def best(self) -> dict | None:
-        """Every tuned parameter of the best config, its latency (ms) and status (seed 001)."""
+        """Every tuned parameter of the best config, its latency (ms) and status (tilelang's JIT v2 `best`)."""
         best = self.best_record
         if best is None:
             return None

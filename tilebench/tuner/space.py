@@ -1,4 +1,4 @@
-"""Search spaces: `tb.tune([...])` choices in a call, or an explicit list of calls (seed 001).
+"""Search spaces: `tb.tune([...])` choices in a call, or an explicit list of calls (`tune_configs`).
 
 A config is a dict of the tuned parameters' values; `Space.call_for(config)` rebuilds the concrete call.
 Every way of tuning builds its Space here (kernel.tune, get_tune_configs, tune_configs, tb.autotune,
