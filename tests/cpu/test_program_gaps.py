@@ -312,14 +312,3 @@ def test_a_failed_import_is_the_cells_own_line_not_tilebenchs(ip):
     report = info.value.report
     assert report.kind == "python" and report.cell_line == 3
     assert report.hint == ""  # the kind's own hint shows: "Python raised this while running the cell"
-
-
-def test_tilelangs_testing_main_in_a_cell_is_no_lowering_error(ip):
-    from tilebench.magic.errors import TileLangCellError
-
-    cell = "import tilelang\nimport tilelang.testing\n\n\ndef test_one():\n    pass\n\n\ntilelang.testing.main()\n"
-    with pytest.raises(TileLangCellError) as info:
-        ip.run_cell_magic("tilelang", "", cell)
-    report = info.value.report
-    assert report.kind == "python" and report.cell_line == 10
-    assert "compiled the kernel" not in report.hint
