@@ -23,6 +23,13 @@ export interface IRun {
   target: string | null;
   notebook: string | null;
   heartbeat: number | null;
+  /** What tells it from other runs of its kernel: "gemm(A 4096×4096, B 4096×4096) · block_M×block_N
+   *  (11 of 16 configs) · 02_autotune.ipynb · 10:42" (tilebench/views/labels.py). */
+  label: string;
+  /** The call it tuned for, short ("A 4096×4096, B 4096×4096", "N=4096"); '' when unknown. */
+  problem: string;
+  /** The tuned parameters and the configs planned ("block_M×block_N (11 of 16 configs)"); '' when unknown. */
+  space_text: string;
 }
 
 /** One record of a run, as GET /tilebench/runs/<run_id>/records lists it (tilebench.store's Record). */

@@ -33,13 +33,13 @@ function h(tag: string, attrs: Record<string, string | undefined> = {}, ...child
 
 function ms(value: number | null): string {
   if (value === null || value === undefined) {
-    return '–';
+    return '—';
   }
   return value >= 100 ? value.toFixed(0) : value >= 1 ? value.toFixed(2) : String(Number(value.toPrecision(3)));
 }
 
 function number(value: number | null, digits = 1): string {
-  return value === null || value === undefined ? '–' : value.toFixed(digits);
+  return value === null || value === undefined ? '—' : value.toFixed(digits);
 }
 
 function config(values: Record<string, unknown> | null): string {
@@ -65,8 +65,124 @@ function skippedText(skipped: number): string {
   return skipped > 0 ? `${skipped} malformed row${skipped === 1 ? '' : 's'} skipped` : '';
 }
 
+/** `text` with line-break opportunities after each "×", "_" and ", " (long parameter names wrap there, not
+ *  at any letter). */
+function breakable(text: string): Node[] {
+  return text
+    .split(/(?<=×|_|, )/)
+    .flatMap((part, index) => (index ? [document.createElement('wbr'), part] : [part]))
+    .map(part => (typeof part === 'string' ? document.createTextNode(part) : part));
+}
+
 function progressText(run: IRun): string {
   return run.total ? `${run.count}/${run.total}` : `${run.count}`;
+}
+
+/** A speed column: a record field and its unit. */
+interface ISpeed {
+  field: 'tflops' | 'gbps';
+  unit: string;
+}
+
+/** The speeds some record has: TFLOP/s where flops were given and a config was timed, GB/s where bytes
+ *  were; none when nothing was timed (compile-only), whatever was given. */
+function speeds(records: IRecord[]): ISpeed[] {
+  const all: ISpeed[] = [
+    { field: 'tflops', unit: 'TFLOP/s' },
+    { field: 'gbps', unit: 'GB/s' }
+  ];
+  return all.filter(speed => records.some(record => record[speed.field] !== null));
+}
+
+/** One run of the list: kernel and problem, status, space, progress, best, when and where. */
+function runRow(run: IRun, selected: boolean): HTMLElement {
+  const best =
+    run.best_latency_ms === null
+      ? h('span', { class: 'tb-run-best' }, GOING.has(run.status) ? 'no result yet' : 'no timed result')
+      : h(
+          'span',
+          { class: 'tb-run-best', title: config(run.best_config) },
+          `best ${ms(run.best_latency_ms)} ms`,
+          h('span', { class: 'tb-run-best-config' }, config(run.best_config))
+        );
+  const failed = run.count - (run.counts.ok ?? 0) - (run.counts.skipped ?? 0);
+  const bar = h('progress', {
+    class: 'tb-run-progress-bar',
+    max: '1',
+    value: run.progress === null ? undefined : String(run.progress)
+  });
+  return h(
+    'li',
+    {
+      class: `tb-run${selected ? ' tb-run-selected' : ''}`,
+      'data-run-id': run.run_id,
+      'data-status': run.status,
+      title: `${run.label || run.kernel}\nrun ${run.run_id}${run.notebook ? `\n${run.notebook}` : ''}`
+    },
+    h(
+      'div',
+      { class: 'tb-run-head' },
+      h(
+        'span',
+        { class: 'tb-run-name' },
+        h('span', { class: 'tb-run-kernel' }, run.kernel),
+        run.problem && h('span', { class: 'tb-run-problem' }, ...breakable(run.problem))
+      ),
+      h('span', { class: `tb-run-status tb-status-${run.status}` }, run.status)
+    ),
+    run.space_text && h('div', { class: 'tb-run-space' }, ...breakable(run.space_text)),
+    h(
+      'div',
+      { class: 'tb-run-progress' },
+      bar,
+      h('span', { class: 'tb-run-count' }, progressText(run)),
+      failed > 0 && h('span', { class: 'tb-run-failed' }, `${failed} failed`)
+    ),
+    best,
+    h(
+      'div',
+      { class: 'tb-run-meta' },
+      [when(run.started), run.strategy, run.notebook?.split('/').pop()].filter(Boolean).join(' · ')
+    )
+  );
+}
+
+/** A run's records: status and latency first (they show at the sidebar's default width), then the speeds
+ *  that were measured ("—" under "speed" when none was), the config's parameters and the compile time. */
+function recordsTable(run: IRun, records: IRecord[]): HTMLElement {
+  const params = Array.from(new Set(records.flatMap(record => Object.keys(record.config))));
+  const measured = speeds(records);
+  const speedHeads = measured.length
+    ? measured.map(speed => h('th', { class: 'tb-col-speed' }, speed.unit))
+    : [h('th', { class: 'tb-col-speed', title: 'no config was timed (compile-only or failed)' }, 'speed')];
+  const head = h(
+    'tr',
+    {},
+    h('th', { class: 'tb-col-status' }, 'status'),
+    h('th', { class: 'tb-col-latency' }, 'median ms'),
+    ...speedHeads,
+    ...params.map(name => h('th', { class: 'tb-col-param' }, ...breakable(name))),
+    h('th', {}, 'compile s')
+  );
+  const body = records.map(record => {
+    const speedCells = measured.length
+      ? measured.map(speed => h('td', { class: 'tb-col-speed' }, number(record[speed.field])))
+      : [h('td', { class: 'tb-col-speed' }, '—')];
+    return h(
+      'tr',
+      {
+        class: `tb-record${record.median_ms !== null && record.median_ms === run.best_latency_ms ? ' tb-record-best' : ''}`,
+        'data-status': record.status,
+        title: record.message || undefined
+      },
+      h('td', { class: `tb-col-status tb-status-${record.status}` }, record.status),
+      h('td', { class: 'tb-col-latency' }, ms(record.median_ms)),
+      ...speedCells,
+      ...params.map(name => h('td', { class: 'tb-col-param' }, JSON.stringify(record.config[name] ?? null))),
+      h('td', {}, number(record.compile_s, 2))
+    );
+  });
+  return h('table', { class: 'tb-records-table' }, h('thead', {}, head), h('tbody', {}, ...body));
 }
 
 export class RunsPanel extends Widget {
@@ -142,52 +258,7 @@ export class RunsPanel extends Widget {
   }
 
   private _renderRuns(): void {
-    const rows = this._runs.map(run => {
-      const best =
-        run.best_latency_ms === null
-          ? h('span', { class: 'tb-run-best' }, GOING.has(run.status) ? 'no result yet' : 'no timed result')
-          : h(
-              'span',
-              { class: 'tb-run-best', title: config(run.best_config) },
-              `best ${ms(run.best_latency_ms)} ms`,
-              h('span', { class: 'tb-run-best-config' }, config(run.best_config))
-            );
-      const failed = run.count - (run.counts.ok ?? 0) - (run.counts.skipped ?? 0);
-      const bar = h('progress', {
-        class: 'tb-run-progress-bar',
-        max: '1',
-        value: run.progress === null ? undefined : String(run.progress)
-      });
-      return h(
-        'li',
-        {
-          class: `tb-run${run.run_id === this._selected ? ' tb-run-selected' : ''}`,
-          'data-run-id': run.run_id,
-          'data-status': run.status,
-          title: `run ${run.run_id}${run.notebook ? `\n${run.notebook}` : ''}`
-        },
-        h(
-          'div',
-          { class: 'tb-run-head' },
-          h('span', { class: 'tb-run-kernel' }, run.kernel),
-          h('span', { class: `tb-run-status tb-status-${run.status}` }, run.status)
-        ),
-        h(
-          'div',
-          { class: 'tb-run-progress' },
-          bar,
-          h('span', { class: 'tb-run-count' }, progressText(run)),
-          failed > 0 && h('span', { class: 'tb-run-failed' }, `${failed} failed`)
-        ),
-        best,
-        h(
-          'div',
-          { class: 'tb-run-meta' },
-          [when(run.started), run.strategy, run.notebook?.split('/').pop()].filter(Boolean).join(' · ')
-        )
-      );
-    });
-    this._list.replaceChildren(...rows);
+    this._list.replaceChildren(...this._runs.map(run => runRow(run, run.run_id === this._selected)));
   }
 
   private async _renderRecords(): Promise<void> {
@@ -200,42 +271,16 @@ export class RunsPanel extends Widget {
     }
     const listed = await requestList<IRecord>(`runs/${encodeURIComponent(run.run_id)}/records`);
     const records = listed.items;
-    const params = Array.from(new Set(records.flatMap(record => Object.keys(record.config))));
-    const speed = records.some(record => record.tflops !== null) ? 'tflops' : 'gbps';
-    const head = h(
-      'tr',
-      {},
-      ...params.map(name => h('th', {}, name)),
-      h('th', {}, 'status'),
-      h('th', {}, 'median ms'),
-      h('th', {}, speed === 'tflops' ? 'TFLOP/s' : 'GB/s'),
-      h('th', {}, 'compile s')
-    );
-    const body = records.map(record =>
-      h(
-        'tr',
-        {
-          class: `tb-record${record.median_ms !== null && record.median_ms === run.best_latency_ms ? ' tb-record-best' : ''}`,
-          'data-status': record.status,
-          title: record.message || undefined
-        },
-        ...params.map(name => h('td', {}, JSON.stringify(record.config[name] ?? null))),
-        h('td', { class: `tb-status-${record.status}` }, record.status),
-        h('td', {}, ms(record.median_ms)),
-        h('td', {}, number(record[speed])),
-        h('td', {}, number(record.compile_s, 2))
-      )
-    );
     this._records.hidden = false;
     this._records.dataset.runId = run.run_id;
     this._records.replaceChildren(
       h(
         'h3',
-        {},
+        { title: run.label },
         `${run.kernel}: ${records.length} record${records.length === 1 ? '' : 's'}`,
         listed.skipped > 0 && ` (${skippedText(listed.skipped)})`
       ),
-      h('table', { class: 'tb-records-table' }, h('thead', {}, head), h('tbody', {}, ...body))
+      h('div', { class: 'tb-records-scroll' }, recordsTable(run, records))
     );
   }
 

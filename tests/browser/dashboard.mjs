@@ -5,8 +5,11 @@
 // widgets; its counters carry the run's id (data-run-id), which names the records to compare with
 // (GET /tilebench/runs/<id>/records, GET /tilebench/runs?kernel=...).
 
+import { attempt, check } from "./report.mjs";
+
 export const DASHBOARD = {
   root: ".tilebench-dashboard",
+  runLabel: ".tilebench-run-label",
   counters: ".tilebench-counters",
   plot: ".js-plotly-plot",
   heatmapImage: ".heatmaplayer g.hm image",
@@ -199,4 +202,25 @@ export async function hoverCell(page, dash, xi, yi) {
   const tip = dash.locator(".hoverlayer .hovertext").first();
   await tip.waitFor({ timeout: 10_000 });
   return ((await tip.textContent()) ?? "").replace(/\s+/g, " ");
+}
+
+/** The run named by its space; the metric offers the speeds measured only (none when nothing was timed). */
+export async function checkDashboardLabels(dash, name, api) {
+  const label = ((await dash.locator(DASHBOARD.runLabel).textContent().catch(() => "")) ?? "").trim();
+  check(
+    `${name}: the dashboard names its run by its space`,
+    label === "gemm · block_M×block_N×num_stages×warp_specialized (11 of 16 configs)",
+    label,
+  );
+  await attempt(`${name}: the metric offers no speed unit that was not measured`, async () => {
+    const runId = await dash.locator(DASHBOARD.counters).getAttribute("data-run-id");
+    const records = await api(`/tilebench/runs/${encodeURIComponent(runId)}/records`);
+    const expected = ["latency (ms)"];
+    if (records.some((r) => r.tflops !== null)) expected.push("TFLOP/s");
+    if (records.some((r) => r.gbps !== null)) expected.push("GB/s");
+    // the third picker (x, y, metric)
+    const offered = await dash.evaluate((el) => [...(el.querySelectorAll("select")[2]?.options ?? [])].map((o) => o.textContent.replace(/\u00a0/g, " ")));
+    if (JSON.stringify(offered) !== JSON.stringify(expected)) throw new Error(`offers ${offered.join(", ")}, not ${expected.join(", ")}`);
+    return `offers ${offered.join(", ")} (${records.length} records)`;
+  });
 }

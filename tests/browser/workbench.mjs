@@ -11,46 +11,17 @@
 //
 // Environment: CHROMIUM (default /usr/bin/chromium), TILEBENCH_BROWSER_HEADED=1 to watch it.
 
-import { mkdirSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
 import { chromium } from "playwright-core";
 
-import { DASHBOARD, hoverCell, matchRecords, slowWidgetModules } from "./dashboard.mjs";
-
-// ---------------------------------------------------------------------------------------------------
-// Selectors of tilebench's JupyterLab extension (extension/src): the %%tilelang cell language and the
-// "Tuning runs" sidebar. Kept here, in one place, so that they follow the extension's source.
-// ---------------------------------------------------------------------------------------------------
-const EXTENSION = {
-  // extension/src/language.ts: the cell editor of a %%tilelang cell carries this attribute ...
-  languageEditor: '.cm-editor[data-tilebench-language="tilelang"]',
-  // ... T.* DSL names are marked with this class, the magic line's options (--ref, -o) with that one.
-  dslMark: ".tb-tl-dsl",
-  magicOptionMark: ".tb-tl-magic",
-  // extension/src/sidebar.ts: the sidebar panel (id RUNS_PANEL_ID), its tab in the left area (lumino
-  // tab bars carry the widget id as data-id), a run row and the row's kernel name.
-  runsPanel: "#tilebench-runs",
-  runsTab: '.jp-SideBar .lm-TabBar-tab[data-id="tilebench-runs"]',
-  runRow: ".tb-run",
-  runKernel: ".tb-run-kernel",
-  runCount: ".tb-run-count",
-  runMeta: ".tb-run-meta",
-  runsMessage: ".tb-runs-message",
-};
-
-// tilebench's own widgets (tilebench/views): panel.py, code.py, layouts.py, dashboard.py.
-const PANEL_TABS = ["Source", "TIR", "Lowered TIR", "CUDA", "PTX", "SASS", "Resources", "Layouts", "Run"];
-const WIDGET = {
-  panel: ".tilebench-panel",
-  panelHeader: ".tilebench-header",
-  tab: ".lm-TabBar-tab",
-  codeView: ".tb-code",
-  dashboard: ".tilebench-dashboard",
-  counters: ".tilebench-counters",
-  plot: ".js-plotly-plot",
-};
+import { DASHBOARD, checkDashboardLabels, hoverCell, matchRecords, slowWidgetModules } from "./dashboard.mjs";
+import { checkKernelPanel, plotState } from "./panel.mjs";
+import { MINUTE, VIEWPORT, attempt, check, log, results, screen, seconds, setOutput, shot, sleep } from "./report.mjs";
+import { EXTENSION, WIDGET } from "./selectors.mjs";
+import { checkRunsSidebar } from "./sidebar.mjs";
 
 // Text that JupyterLab / ipywidgets / anywidget put in the page when a widget cannot be shown.
 const WIDGET_ERROR_TEXT = [
@@ -67,7 +38,6 @@ const WIDGET_ERROR_VIEW = ".jupyter-widgets-error-widget";
 // Console messages that mean a widget (or its JavaScript) failed.
 const WIDGET_CONSOLE_ERROR = /widget|model|anywidget|plotly|view|comm|esm|Could not|Failed to/i;
 
-const MINUTE = 60_000;
 // The live-tunes notebook loads every widget module this much later: past anywidget's 2 s (dashboard.mjs).
 const SLOW_MODULE_MS = 2_500;
 const ANYWIDGET_GAVE_UP = /\[anywidget\] Failed to initialize model/;
@@ -88,46 +58,12 @@ if (!args.url) {
 }
 const BASE = args.url.replace(/\/$/, "");
 const OUT = resolve(args.out);
-mkdirSync(OUT, { recursive: true });
-const started = Date.now();
-
-const results = [];
-function log(message) {
-  console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${message}`);
-}
-function check(name, ok, detail = "") {
-  results.push({ name, ok: Boolean(ok), detail });
-  log(`${ok ? "ok    " : "NOT OK"} ${name}${detail ? ` -- ${detail}` : ""}`);
-  return Boolean(ok);
-}
-// A check whose body may throw (a timeout waiting for the page): the throw is the failure.
-async function attempt(name, body) {
-  try {
-    const detail = await body();
-    return check(name, true, typeof detail === "string" ? detail : "");
-  } catch (error) {
-    return check(name, false, String(error?.message ?? error).split("\n").slice(0, 6).join(" | "));
-  }
-}
+setOutput(OUT);
 
 async function api(path, options = {}) {
   const response = await fetch(`${BASE}${path}`, options);
   if (!response.ok) throw new Error(`${options.method ?? "GET"} ${path}: HTTP ${response.status}`);
   return response.json();
-}
-
-async function sleep(ms) {
-  await new Promise((done) => setTimeout(done, ms));
-}
-
-async function shot(target, name) {
-  const path = join(OUT, name);
-  try {
-    await target.screenshot({ path, animations: "disabled", timeout: 30_000 });
-    log(`screenshot ${path}`);
-  } catch (error) {
-    log(`screenshot ${name} failed: ${String(error.message).split("\n")[0]}`);
-  }
 }
 
 // --- JupyterLab ------------------------------------------------------------------------------------
@@ -355,154 +291,6 @@ async function checkTileLangLanguage(panel, name) {
   );
 }
 
-// --- notebook 1: the kernel panel -------------------------------------------------------------------
-
-/** The visible CodeView of the panel: title, meta, line count, highlighted tokens, a token's colour. */
-async function visibleCode(panel) {
-  return panel.evaluate((el, sel) => {
-    const view = [...el.querySelectorAll(sel.codeView)].find((v) => v.offsetParent !== null);
-    if (!view) return null;
-    const lines = [...view.querySelectorAll(".tb-src .tbl")];
-    const tokens = [...view.querySelectorAll(".tb-src .tbl span[class]")];
-    const keyword = view.querySelector(".tb-src .tbl .k, .tb-src .tbl .kt, .tb-src .tbl .cp");
-    const plain = view.querySelector(".tb-src");
-    return {
-      title: view.querySelector(".tb-title")?.textContent,
-      meta: view.querySelector(".tb-meta")?.textContent,
-      lines: lines.length,
-      tokens: tokens.length,
-      text: lines.slice(0, 400).map((line) => line.textContent).join("\n"),
-      keywordColor: keyword ? getComputedStyle(keyword).color : null,
-      plainColor: getComputedStyle(plain).color,
-      gutter: lines.length ? getComputedStyle(lines[0], "::before").content : null,
-    };
-  }, WIDGET);
-}
-
-async function openTab(panel, title) {
-  await panel.locator(WIDGET.tab, { hasText: new RegExp(`^${title}$`) }).first().click();
-  await panel
-    .locator(`${WIDGET.tab}.lm-mod-current`, { hasText: new RegExp(`^${title}$`) })
-    .first()
-    .waitFor({ timeout: 10_000 });
-}
-
-/** What plotly drew in the first visible plot under root: trace types, heatmap images, axes, title. */
-async function plotState(root) {
-  return root.evaluate((el, sel) => {
-    const plot = [...el.querySelectorAll(sel.plot)].find((p) => p.offsetParent !== null);
-    if (!plot) return null;
-    const images = [...plot.querySelectorAll(".heatmaplayer g.hm image")].map((img) => {
-      const box = img.getBoundingClientRect();
-      return {
-        width: Math.round(box.width),
-        height: Math.round(box.height),
-        png: (img.getAttribute("href") || img.getAttribute("xlink:href") || "").startsWith("data:image/png"),
-      };
-    });
-    const box = plot.getBoundingClientRect();
-    return {
-      types: (plot.data || []).map((trace) => trace.type),
-      heatmapLayers: plot.querySelectorAll(".heatmaplayer").length,
-      layerText: [...plot.querySelectorAll(".heatmaplayer")].map((layer) => layer.textContent).join(" "),
-      images,
-      title: plot.querySelector(".gtitle")?.textContent ?? "",
-      xticks: [...plot.querySelectorAll(".xaxislayer-above .xtick text")].map((t) => t.textContent),
-      yticks: [...plot.querySelectorAll(".yaxislayer-above .ytick text")].map((t) => t.textContent),
-      size: [Math.round(box.width), Math.round(box.height)],
-      x: Array.from(plot.data?.[0]?.x ?? []),
-      y: Array.from(plot.data?.[0]?.y ?? []),
-      z: Array.from(plot.data?.[0]?.z ?? [], (row) => Array.from(row ?? [])),
-      text: Array.from(plot.data?.[0]?.text ?? [], (row) => (Array.isArray(row) ? row : [row])),
-    };
-  }, WIDGET);
-}
-
-async function checkKernelPanel(page, panel, name) {
-  const panels = panel.locator(WIDGET.panel);
-  const found = await attempt(`${name}: kernel panel shown (${WIDGET.panel})`, async () => {
-    await panels.first().waitFor({ timeout: 30_000 });
-    return `${await panels.count()} panels`;
-  });
-  if (!found) return;
-  const kp = panels.first();
-  await kp.scrollIntoViewIfNeeded();
-
-  const header = ((await kp.locator(WIDGET.panelHeader).first().innerText().catch(() => "")) ?? "").replace(/\n+/g, " | ");
-  check(`${name}: panel header names the kernel and target`, /^gemm → cuda/.test(header.trim()), header.trim().slice(0, 160));
-
-  const titles = await kp
-    .locator(`.jupyter-widget-tab ${WIDGET.tab} .lm-TabBar-tabLabel`)
-    .evaluateAll((els) => els.map((el) => el.textContent));
-  check(`${name}: panel tabs rendered`, JSON.stringify(titles) === JSON.stringify(PANEL_TABS), titles.join(", "));
-
-  // Source: the first tab, filled at once.
-  const source = await visibleCode(kp);
-  check(
-    `${name}: Source tab shows a code view`,
-    source && source.title === "Source" && source.lines >= 10 && source.tokens > 10 && source.text.includes("T.Kernel"),
-    source ? `${source.meta}, ${source.tokens} highlighted tokens` : "no visible .tb-code",
-  );
-  await shot(kp, "01_panel_source.png");
-
-  // CUDA: built when the tab is first opened (a round trip to the kernel).
-  await attempt(`${name}: CUDA tab opens`, () => openTab(kp, "CUDA"));
-  let cuda = null;
-  for (let i = 0; i < 40 && !(cuda && cuda.title === "CUDA"); i++) {
-    await sleep(250);
-    cuda = await visibleCode(kp);
-  }
-  check(
-    `${name}: CUDA tab shows highlighted CUDA`,
-    cuda &&
-      cuda.title === "CUDA" &&
-      /^cuda · \d+ lines$/.test(cuda.meta) &&
-      cuda.lines >= 20 &&
-      cuda.text.includes("__global__") &&
-      cuda.tokens > 50,
-    cuda ? `${cuda.title}: ${cuda.meta}, ${cuda.tokens} highlighted tokens` : "no visible .tb-code",
-  );
-  check(
-    `${name}: code view CSS applied (keywords coloured, line numbers)`,
-    cuda && cuda.keywordColor && cuda.keywordColor !== cuda.plainColor && cuda.gutter && cuda.gutter !== "none",
-    cuda ? `keyword ${cuda.keywordColor} vs text ${cuda.plainColor}, gutter ${cuda.gutter}` : "",
-  );
-  await attempt(`${name}: CUDA search finds __global__`, async () => {
-    const view = kp.locator(`${WIDGET.codeView}:visible`).first();
-    // Typing searches after a short pause; Enter would move to the next hit if it lands after that.
-    await view.locator(".tb-find").fill("__global__");
-    await view.locator(".tb-count", { hasText: /^1 \/ \d+\+?$/ }).waitFor({ timeout: 10_000 });
-    const count = await view.locator(".tb-count").textContent();
-    const marks = await view.locator("mark.tb-hit").count();
-    if (marks < 1) throw new Error(`count says ${count} but no mark.tb-hit`);
-    return `${count}, ${marks} marks`;
-  });
-  await shot(kp, "01_panel_cuda.png");
-
-  // Layouts: a LayoutView with a plotly FigureWidget, two heatmaps (thread, register) for C_l.
-  await attempt(`${name}: Layouts tab opens`, () => openTab(kp, "Layouts"));
-  await attempt(`${name}: layout heatmap drawn`, async () => {
-    await kp.locator(`${WIDGET.plot} .heatmaplayer g.hm image`).first().waitFor({ timeout: 60_000 });
-    await sleep(500);
-    const plot = await plotState(kp);
-    const drawn = plot?.images.filter((img) => img.png && img.width > 50 && img.height > 50) ?? [];
-    if (!plot || !plot.types.includes("heatmap") || drawn.length < 1) {
-      throw new Error(`plot: ${JSON.stringify(plot && { ...plot, z: undefined, text: undefined })}`);
-    }
-    return `${plot.types.join("+")}, ${drawn.length} heatmap images ${drawn.map((i) => `${i.width}x${i.height}`).join(" ")}, title "${plot.title}"`;
-  });
-  await kp.scrollIntoViewIfNeeded();
-  await shot(kp, "01_panel_layouts.png");
-
-  // Resources: the table of registers, shared memory, occupancy.
-  await attempt(`${name}: Resources tab shows registers`, async () => {
-    await openTab(kp, "Resources");
-    const visible = kp.locator(".widget-tab-contents > .widget-box:not(.lm-mod-hidden)").first();
-    await visible.getByText(/regist/i).first().waitFor({ timeout: 20_000 });
-    return (await visible.innerText()).replace(/\s+/g, " ").slice(0, 160);
-  });
-}
-
 // --- notebook 2: the tuning dashboard and the runs sidebar ------------------------------------------
 
 async function checkDashboard(page, panel, name) {
@@ -549,6 +337,10 @@ async function checkDashboard(page, panel, name) {
     matchRecords(dash, api),
   );
   await shot(dash, "02_dashboard.png");
+  await checkDashboardLabels(dash, name, api);
+  await dash.evaluate((el) => el.scrollIntoView({ block: "start" }));
+  await sleep(300);
+  await screen(page, "dashboard.png");
   await attempt(`${name}: hovering the 256x256 cell says "excluded by constraint"`, async () => {
     const text = await hoverCell(page, dash, 1, 1);
     if (!/^excluded by constraint: 4 configs/.test(text)) throw new Error(`tooltip "${text}"`);
@@ -584,42 +376,21 @@ async function checkLiveTunes(page, panel, name) {
   check(`${name}: widget modules loaded ${SLOW_MODULE_MS} ms late (the fault injected)`, slowed > 0, `${slowed} modules`);
 }
 
-async function checkRunsSidebar(page, name) {
-  const tab = page.locator(EXTENSION.runsTab);
-  const opened = await attempt(`${name}: "Tuning runs" sidebar tab present (${EXTENSION.runsTab})`, async () => {
-    await tab.waitFor({ timeout: 20_000 });
-    if (!(await tab.evaluate((el) => el.classList.contains("lm-mod-current")))) await tab.click();
-    await page.locator(EXTENSION.runsPanel).waitFor({ state: "visible", timeout: 10_000 });
-  });
-  if (!opened) return;
-  const sidebar = page.locator(EXTENSION.runsPanel);
-  await attempt(`${name}: sidebar lists the gemm run (${EXTENSION.runRow} ${EXTENSION.runKernel})`, async () => {
-    const row = sidebar.locator(EXTENSION.runRow, {
-      has: page.locator(EXTENSION.runKernel, { hasText: /^gemm$/ }),
-    });
-    await row.first().waitFor({ timeout: 30_000 });
-    const count = (await row.first().locator(EXTENSION.runCount).textContent().catch(() => "")) ?? "";
-    const status = await row.first().getAttribute("data-status");
-    const message = await sidebar.locator(EXTENSION.runsMessage).getAttribute("data-state").catch(() => null);
-    if (message === "error") throw new Error(await sidebar.locator(EXTENSION.runsMessage).textContent());
-    if (!/^11(\/11)?$/.test(count.trim())) throw new Error(`run row count "${count}" (status ${status}), not 11/11`);
-    const meta = ((await row.first().locator(EXTENSION.runMeta).textContent()) ?? "").replace(/\s+/g, " ");
-    if (!meta.includes(name) || !/\bgrid\b/.test(meta)) {
-      throw new Error(`run row says "${meta}": not its notebook (${name}) and strategy (grid)`);
-    }
-    return `${await row.count()} gemm run(s); first: ${count} configs, status ${status}, "${meta.trim()}"`;
-  });
-  await shot(sidebar, "02_runs_sidebar.png");
-}
-
 // --- main --------------------------------------------------------------------------------------------
 
+// What the panel and sidebar checks ask of the server: its REST API, a notebook's kernel state.
+const LAB = { api, kernelState };
+
 const NOTEBOOKS = {
-  "01_quickstart.ipynb": { timeout: 5 * MINUTE, tilelang: true, checks: [checkKernelPanel] },
+  "01_quickstart.ipynb": {
+    timeout: 5 * MINUTE,
+    tilelang: true,
+    checks: [async (page, panel, name) => checkKernelPanel(page, panel, name, LAB)],
+  },
   "02_autotune.ipynb": {
     timeout: 10 * MINUTE,
     tilelang: true,
-    checks: [checkDashboard, async (page, _panel, name) => checkRunsSidebar(page, name)],
+    checks: [checkDashboard, async (page, _panel, name) => checkRunsSidebar(page, name, LAB)],
   },
   // slowModules: every anywidget model misses anywidget's 2 s and gets no message after its creation.
   "03_live_tunes.ipynb": { timeout: 6 * MINUTE, slowModules: true, checks: [checkLiveTunes] },
@@ -628,7 +399,7 @@ const NOTEBOOKS = {
 async function testNotebook(browser, name) {
   const spec = NOTEBOOKS[name] ?? { timeout: 10 * MINUTE, tilelang: true, checks: [] };
   const stem = name.replace(/\.ipynb$/, "");
-  const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  const context = await browser.newContext({ viewport: VIEWPORT });
   const page = await context.newPage();
   if (spec.slowModules) await page.addInitScript(slowWidgetModules, SLOW_MODULE_MS);
   const consoleErrors = [];
@@ -700,7 +471,7 @@ try {
 }
 
 const failed = results.filter((r) => !r.ok);
-writeFileSync(join(OUT, "results.json"), JSON.stringify({ seconds: (Date.now() - started) / 1000, results }, null, 2) + "\n");
+writeFileSync(join(OUT, "results.json"), JSON.stringify({ seconds: seconds(), results }, null, 2) + "\n");
 log(`${results.length - failed.length} of ${results.length} checks passed`);
 if (failed.length) {
   console.log("\nFAILED:");

@@ -234,3 +234,32 @@ def test_a_compile_only_tune_draws_what_it_compiled_and_what_the_constraint_excl
     assert "excluded by constraint" in marks["customdata"][0][2]
     assert "compile-only: 5 compiled, none timed" in board.counters.value
     assert "compile-only (no GPU)" in board.curve_note.value
+
+
+def test_the_metric_offers_a_speed_only_once_a_record_has_one():
+    board = TuneDashboard("gemm", PARAMS, total=8)
+    assert board.metric.options == ("latency (ms)",)
+    board.on_record(compiled(64, 128, 128))
+    assert board.metric.options == ("latency (ms)",)  # compile-only: nothing timed, no unit
+    board.on_record(record(64, 128, 256, 0.5))  # timed, with flops given: TFLOP/s, never GB/s
+    assert board.metric.options == ("latency (ms)", "TFLOP/s") and board.metric.value == "latency (ms)"
+    board.metric.value = "TFLOP/s"
+    assert figure(board.heatmap)["data"][0]["colorbar"]["title"]["text"] == "TFLOP/s"
+    board.on_record(Record({"block_M": 128, "block_N": 128, "threads": 128}, "ok", median_ms=1.0, gbps=80.0))
+    assert board.metric.options == ("latency (ms)", "TFLOP/s", "GB/s")
+    assert board.metric.value == "TFLOP/s"  # the metric shown stays while the options grow
+    board.flush()
+    assert figure(board.heatmap)["data"][0]["z"][0][0] == 2.0
+
+
+def test_a_compile_only_tune_given_flops_offers_no_speed(tmp_path):
+    params = {"block_N": [256, 512]}
+    board = TuneDashboard("vector_add", params)
+    S.vector_add.tune(
+        4096,
+        block_N=tb.tune(params["block_N"]),
+        tune_options={"store": RecordStore(tmp_path / "records.sqlite"), "progress": board, "flops": 4096},
+    )
+    assert board.status == "done" and len(board.records) == 2
+    assert all(r.tflops is None and r.gbps is None for r in board.records)
+    assert board.metric.options == ("latency (ms)",)

@@ -22,6 +22,7 @@ from tilebench.config import settings
 from tilebench.lab.handlers import list_runs
 from tilebench.lab.templates import TEMPLATES, templates
 from tilebench.store import Record, RecordStore
+from tilebench.views.labels import clock
 
 SCRIPTS = Path(sysconfig.get_path("scripts"))
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -183,6 +184,10 @@ def test_runs_lists_the_store_runs_newest_first(server, runs):
     assert gemm["started"] <= gemm["finished"]
     assert add["kernel"] == "add" and add["status"] == "running" and add["finished"] is None
     assert (add["count"], add["total"], add["progress"]) == (1, None, None)
+    # what tells runs of one kernel apart in the sidebar (tilebench/views/labels.py)
+    assert gemm["label"] == f"gemm · block_M (2 configs) · gemm.ipynb · {clock(gemm['started'])}"
+    assert (gemm["space_text"], gemm["problem"]) == ("block_M (2 configs)", "")
+    assert add["label"] == f"add · {clock(add['started'])}" and add["space_text"] == ""
 
 
 def test_runs_filter_by_kernel_and_status(server, runs):
@@ -317,6 +322,8 @@ def test_built_extension_carries_the_ids_the_browser_tests_use(server):
         "tilebench-runs",
         "tb-tl-dsl",
         "tb-tl-magic",
+        "tb-run-space",  # the run's tuned parameters (issue 36)
+        "tb-records-scroll",
     ):
         assert text in code, text
 

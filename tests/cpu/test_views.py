@@ -19,7 +19,7 @@ from tilebench.compiler.runtime import tilelang
 from tilebench.inspect.artifacts import KernelArtifacts, Resources, collect_artifacts
 from tilebench.inspect.layouts import BufferLayout
 from tilebench.views.code import STATIC, CodeView, highlight, lexer_for, line_count
-from tilebench.views.layouts import LayoutView, layout_figure, layout_label
+from tilebench.views.layouts import LayoutView, heatmap_size, layout_figure, layout_label
 from tilebench.views.resources import resources_html
 
 LINE = '<span class="tbl">'
@@ -210,6 +210,48 @@ def test_swizzled_shared_bank_figure(layouts: dict[str, BufferLayout]) -> None:
     assert "not swizzled" in plain.layout.title.text
 
 
+def _plot_size(figure: go.Figure) -> tuple[float, float]:
+    margin = figure.layout.margin
+    return figure.layout.width - margin.l - margin.r, figure.layout.height - margin.t - margin.b
+
+
+def test_colorbars_are_as_tall_as_their_heatmaps(layouts: dict[str, BufferLayout]) -> None:
+    figure = layout_figure(layouts["C_local"])
+    width, height = _plot_size(figure)
+    assert height == 250 and heatmap_size((128, 128), 250) == (250, 250, True)
+    assert figure.layout.width <= 740  # fits a notebook beside JupyterLab's file browser in a 1280 px window
+    for suffix, trace in zip(("", "2"), figure.data):
+        x, y = figure.layout[f"xaxis{suffix}"], figure.layout[f"yaxis{suffix}"]
+        assert y.domain in (None, (0, 1)) and y.scaleanchor == f"x{suffix}"  # the whole plot height
+        assert (x.domain[1] - x.domain[0]) * width == pytest.approx(height)  # square cells
+        bar = trace.colorbar
+        assert (bar.len, bar.lenmode, bar.y, bar.yanchor, bar.ypad) == (1, "fraction", 0.5, "middle", 0)
+        assert x.domain[1] < bar.x < x.domain[1] + 20 / width  # just right of its own heatmap
+        assert (x.title.text, y.title.text) == ("column j", "row i")  # a lone rotated "i" read as a dash
+    assert figure.data[0].colorbar.x < figure.layout.xaxis2.domain[0]  # before the second heatmap
+    titles = [a.text for a in figure.layout.annotations]
+    assert titles == ["thread", "local index (register)"]
+
+
+def test_a_long_thin_grid_keeps_a_readable_height(layouts: dict[str, BufferLayout]) -> None:
+    assert heatmap_size((32, 128)) == (600, 150, True)  # one heatmap: up to 600 px wide
+    assert heatmap_size((128, 32)) == (75, 300, True)
+    assert heatmap_size((64, 1024), 250) == (250, 120, False)  # 16 px would be too thin: cells stretch
+    assert heatmap_size((64,)) == (600, 120, False)  # a 1-D buffer is one row
+    shared = layouts["B_shared"]  # 32×128 banks
+    figure = layout_figure(shared)
+    assert _plot_size(figure)[1] == 150 and figure.layout.yaxis.scaleanchor == "x"
+    assert figure.layout.width <= 740
+    assert figure.data[0].colorbar.len == 1 and figure.data[0].colorbar.title.text == "bank"
+    thin = dataclasses.replace(
+        layouts["C_local"],
+        threads=np.zeros((2, 128), int).tolist(),
+        indices=np.zeros((2, 128), int).tolist(),
+    )
+    stretched = layout_figure(thin)
+    assert _plot_size(stretched)[1] == 120 and stretched.layout.yaxis.scaleanchor is None
+
+
 def test_layout_without_grids_says_why(layouts: dict[str, BufferLayout]) -> None:
     failed = dataclasses.replace(layouts["C_local"], threads=None, indices=None, error="per-element maps <x>")
     figure = layout_figure(failed)
@@ -246,7 +288,9 @@ def test_layout_view_selector_switches_the_figure(layouts: dict[str, BufferLayou
 
 def test_layout_view_single_and_empty(layouts: dict[str, BufferLayout]) -> None:
     single = LayoutView([layouts["B_shared"]])
-    assert single.selector is None and isinstance(single.children[0], go.FigureWidget)
+    drawing, figure, notes = single.children
+    assert single.selector is None and isinstance(figure, go.FigureWidget) and notes is single.notes
+    assert "drawing the heatmaps…" in drawing.value  # until plotly has drawn (hidden by CSS then)
     assert "forward" in single.notes.value
     empty = LayoutView([])
     assert empty.figure is None and "no layouts (" in empty.children[0].value

@@ -26,6 +26,7 @@ from tilebench.lab.templates import templates
 from tilebench.store.rows import Rows
 from tilebench.store.schema import Record, RunInfo
 from tilebench.store.store import RecordStore, RecordStoreBusy, RecordStoreError, default_store
+from tilebench.views.labels import run_labels
 
 AUTH_RESOURCE = "tilebench"
 MAX_LIMIT = 1000
@@ -44,8 +45,9 @@ def plain(value: Any) -> Any:
 
 
 def run_json(run: RunInfo) -> dict[str, Any]:
-    """A run as the sidebar reads it: every RunInfo field, plus progress (count / total, or None)."""
-    return plain({**dataclasses.asdict(run), "progress": run.progress})
+    """A run as the sidebar reads it: every RunInfo field, plus progress (count / total, or None) and the
+    words that tell it from other runs of its kernel (`label`, `problem`, `space_text`: views/labels.py)."""
+    return plain({**dataclasses.asdict(run), "progress": run.progress, **run_labels(run)})
 
 
 def record_json(record: Record) -> dict[str, Any]:

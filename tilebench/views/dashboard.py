@@ -17,7 +17,6 @@ than 2 s to load, and plotly's is 5 MB.
 from __future__ import annotations
 
 import html
-import itertools
 import math
 import threading
 import time
@@ -27,18 +26,24 @@ from typing import Any
 
 from tilebench.tuner.observers import TextProgress as TextProgress  # the text observer, here as before
 from tilebench.tuner.observers import best_text, compile_only
+from tilebench.views.grid import (  # the dashboard's arithmetic (tests import it from here, as before)
+    HIGHER_IS_BETTER,
+    METRICS,
+    best_by_cell,
+    cell_of,
+    eta_seconds,
+    excluded_configs,
+    inferred_excluded,
+    metric_options,
+)
+from tilebench.views.grid import label as _label
+from tilebench.views.labels import space_text
 
-METRICS = {"latency (ms)": "median_ms", "TFLOP/s": "tflops", "GB/s": "gbps"}
-_HIGHER_IS_BETTER = {"tflops", "gbps"}
+LATENCY = "latency (ms)"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 EXCLUDED = "excluded"  # the mark of a cell whose every config the constraint excludes ...
 EXCLUDED_LABEL = "excluded<br>by constraint"  # ... and the words drawn on it
-EXCLUSION_LIMIT = 100_000  # grid configs the constraint is run over to find the excluded ones
 REDRAW_INTERVAL_S = 0.5  # the browser gets at most two states a second; the last one always comes
-
-
-def _label(value: Any) -> str:
-    return str(value)
 
 
 def _escape(text: Any) -> str:
@@ -56,101 +61,6 @@ def measured_where(record: Any) -> str:
     if worker:
         parts.append(f"on {worker}")
     return " ".join(parts)
-
-
-def cell_of(config: dict, x: str, y: str | None) -> tuple[str, str]:
-    """The heatmap cell of a config: its x and y values as labels ("" without a y axis)."""
-    return _label(config.get(x)), _label(config.get(y)) if y else ""
-
-
-def _untimed_rank(record: Any) -> int:
-    """Which record speaks for a cell without a value: ok (no value of this metric), then compiled but
-    not timed (skipped), then the latest failure."""
-    return {"ok": 2, "skipped": 1}.get(record.status, 0)
-
-
-def best_by_cell(
-    records: Sequence[Any], x: str, y: str | None, metric: str
-) -> dict[tuple[str, str], tuple[float | None, Any]]:
-    """(x value, y value) -> (best metric, its record), other parameters reduced by their best.
-
-    A cell without a value maps to (None, the record that says best why, by `_untimed_rank`).
-    """
-    higher = metric in _HIGHER_IS_BETTER
-    cells: dict[tuple[str, str], tuple[float | None, Any]] = {}
-    for record in records:
-        cell = cell_of(record.config, x, y)
-        value = getattr(record, metric, None) if record.status == "ok" else None
-        if value is not None and not math.isfinite(value):
-            value = None
-        current = cells.get(cell)
-        if current is None:
-            better = True
-        elif value is not None:
-            better = current[0] is None or (value > current[0]) == higher
-        else:
-            better = current[0] is None and _untimed_rank(record) >= _untimed_rank(current[1])
-        if better:
-            cells[cell] = (value, record)
-    return cells
-
-
-def grid_size(params: dict[str, list]) -> int:
-    return math.prod(len(values) for values in params.values())
-
-
-def _grid(params: dict[str, list]) -> list[dict]:
-    names = list(params)
-    return [dict(zip(names, values)) for values in itertools.product(*params.values())]
-
-
-def excluded_configs(
-    params: dict[str, list], allows: Callable[[dict], bool], limit: int = EXCLUSION_LIMIT
-) -> list[dict] | None:
-    """The grid's configs that `allows` refuses; None when the grid holds more than `limit`."""
-    if grid_size(params) > limit:
-        return None
-    excluded = []
-    for config in _grid(params):
-        try:
-            allowed = bool(allows(config))
-        except Exception:  # noqa: BLE001 - a constraint that raises is the tuner's to report
-            allowed = True
-        if not allowed:
-            excluded.append(config)
-    return excluded
-
-
-def inferred_excluded(
-    params: dict[str, list], records: Sequence[Any], total: int | None, limit: int = EXCLUSION_LIMIT
-) -> list[dict] | None:
-    """Without the constraint itself: once a run has recorded every config it planned (`total`) and its
-    grid holds more, the grid's other configs are the ones its constraint excluded. None when unknown."""
-    if total is None or not total < grid_size(params) <= limit:
-        return None
-    names = list(params)
-    seen = {tuple(_label(r.config.get(name)) for name in names) for r in records}
-    grid = _grid(params)
-    left = [c for c in grid if tuple(_label(c[name]) for name in names) not in seen]
-    return left if len(grid) - len(left) >= total else None
-
-
-def eta_seconds(
-    records: Sequence[Any], total: int | None, elapsed: float, run_id: str | None = None
-) -> float | None:
-    """Seconds left at the pace of the configs this run compiled itself: elapsed / compiled * remaining.
-
-    Configs answered from earlier runs (another run_id) and configs that failed before compiling take no
-    time and would make the pace look fast, so they count as done but not into the pace. None until a
-    config of this run has compiled, or when the total is unknown.
-    """
-    if total is None:
-        return None
-    remaining = max(total - len(records), 0)
-    worked = sum(r.compile_s is not None and (run_id is None or r.run_id in (None, run_id)) for r in records)
-    if not worked:
-        return None
-    return elapsed / worked * remaining
 
 
 class _Throttle:
@@ -206,7 +116,7 @@ def heatmap_figure(title: str, data: dict[str, Any], metric: str) -> dict[str, A
             go.Heatmap(
                 x=data["x"], y=data["y"], z=data["z"], text=data["text"], name="configs",
                 hovertemplate="%{text}<extra></extra>", hoverongaps=False, colorscale="Viridis",
-                reversescale=METRICS[metric] not in _HIGHER_IS_BETTER, showscale=bool(values),
+                reversescale=METRICS[metric] not in HIGHER_IS_BETTER, showscale=bool(values),
                 colorbar={"title": {"text": metric}},
             ),
             go.Heatmap(
@@ -263,7 +173,8 @@ class TuneDashboard:
             value=names[1] if len(names) > 1 else (names[0] if names else None),
             description="y",
         )
-        self.metric = widgets.Dropdown(options=list(METRICS), value="latency (ms)", description="metric")
+        self.metric = widgets.Dropdown(options=[LATENCY], value=LATENCY, description="metric")
+        self._quiet = False  # set while the metric's options follow the records: no redraw of its own
         self.heatmap = widgets.Output(layout=widgets.Layout(flex="0 0 auto"))
         self.curve = widgets.Output(layout=widgets.Layout(flex="0 0 auto", display="none"))
         self.curve_note = widgets.HTML()
@@ -271,13 +182,14 @@ class TuneDashboard:
         self.failures = widgets.HTML()
         self.stop_button = self._new_stop_button(disabled=True)  # the run's own comes with its id
         for control in (self.x, self.y, self.metric):
-            control.observe(lambda _: self._redraw(), names="value")
+            control.observe(lambda _: None if self._quiet else self._redraw(), names="value")
         self.controls = widgets.HBox([self.x, self.y, self.metric, self.stop_button])
         plots = widgets.HBox(
             [self.heatmap, widgets.VBox([self.curve, self.curve_note])],
             layout=widgets.Layout(flex_flow="row wrap"),
         )
-        self.widget = widgets.VBox([self.controls, self.counters, plots, self.failures])
+        self.title = widgets.HTML()
+        self.widget = widgets.VBox([self.title, self.controls, self.counters, plots, self.failures])
         self.widget.add_class("tilebench-dashboard")
         self._throttle = _Throttle(self._push, REDRAW_INTERVAL_S)
         self._redraw()
@@ -302,6 +214,7 @@ class TuneDashboard:
 
     def on_record(self, record: Any) -> None:
         self.records.append(record)
+        self._follow_metrics()
         if record.status == "ok" and record.median_ms is not None:
             best = min((p[1] for p in self._best_curve), default=math.inf)
             if record.median_ms < best:
@@ -340,6 +253,19 @@ class TuneDashboard:
         old.close()
 
     # --- drawing -----------------------------------------------------------------------------------
+
+    def _follow_metrics(self) -> None:
+        """Offer a speed once a record has one (never GB/s for a GEMM given flops, nor any unit when
+        nothing was timed); the metric shown stays."""
+        wanted = metric_options(self.records)
+        if list(self.metric.options) == wanted:
+            return
+        shown, self._quiet = self.metric.value, True
+        try:
+            self.metric.options = wanted
+            self.metric.value = shown if shown in wanted else LATENCY
+        finally:
+            self._quiet = False
 
     def _axes(self) -> tuple[str, str | None]:
         x, y = self.x.value, self.y.value
@@ -409,8 +335,15 @@ class TuneDashboard:
             self.curve.outputs = plot_outputs(curve_figure(self._best_curve), "best so far")
         self.curve.layout.display = None if self._best_curve else "none"
         self.curve_note.value = self._curve_note()
+        self.title.value = self._title_html()
         self.counters.value = self._counters_html()
         self.failures.value = self._failures_html()
+
+    def _title_html(self) -> str:
+        """Which run this is: the kernel and its space (``gemm · block_M×block_N (11 of 16 configs)``)."""
+        space = space_text(self.params, self.total)
+        text = f"<b>{_escape(self.kernel)}</b>" + (f" · {_escape(space)}" if space else "")
+        return f"<div class='tilebench-run-label'>{text}</div>"
 
     def _curve_note(self) -> str:
         """In place of an empty best-so-far chart: why there is none (yet)."""

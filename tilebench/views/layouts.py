@@ -17,12 +17,25 @@ import ipywidgets as widgets
 import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
+
+from tilebench.views.loading import loading_html, style
 
 BANKS = 32
-PANEL_HEIGHT = 460
 # Cells this small or smaller per side get a 1-pixel gap, so single elements stay visible.
 GAP_BELOW = 48
+# The figure's geometry in pixels, fixed so that each colorbar is exactly as tall as its heatmap: a
+# heatmap's largest height, and width (one alone, two side by side), its smallest sides (a long thin grid
+# gets cells that are not square; a colorbar's ticks need the height), the room a colorbar takes to the
+# right of its heatmap, the gap before the next heatmap (its row axis), the margins.
+HEATMAP_MAX_HEIGHT = 300
+HEATMAP_MAX_WIDTH = {1: 600, 2: 250}  # a figure fits a notebook beside the file browser at 1280 px
+HEATMAP_MIN_HEIGHT = 120
+HEATMAP_MIN_WIDTH = 60
+COLORBAR_PX = 60
+GAP_PX = 50
+MARGIN = {"t": 84, "l": 56, "r": 10, "b": 46}
+FIGURE_MIN_PX = 460  # room for the title; a narrower figure gets a wider right margin
+AXIS_TITLES = ("column j", "row i")  # the buffer's last two dimensions: j along x, i along y
 
 
 def layout_label(layout: Any) -> str:
@@ -45,12 +58,6 @@ def layout_figure(layout: Any) -> go.Figure:
 
 def _fragment_figure(layout: Any) -> go.Figure:
     threads, indices = np.asarray(layout.threads), np.asarray(layout.indices)
-    figure = make_subplots(
-        rows=1,
-        cols=2,
-        subplot_titles=("thread", "local index (register)"),
-        horizontal_spacing=0.12,
-    )
     both = np.stack([threads, indices], axis=-1)
     formulas = _formulas(
         [
@@ -61,12 +68,10 @@ def _fragment_figure(layout: Any) -> go.Figure:
     )
     hover = "i=%{y}, j=%{x}<br>thread %{customdata[0]}, index %{customdata[1]}" + formulas + "<extra></extra>"
     threads_count = layout.thread_count or int(threads.max()) + 1
-    for col, (grid, scale, bar_x, zmax) in enumerate(
-        [
-            (threads, "Turbo", 0.44, threads_count - 1),
-            (indices, "Viridis", 1.0, int(indices.max())),
-        ],
-        start=1,
+    figure = go.Figure()
+    for suffix, grid, scale, zmax in (
+        ("", threads, "Turbo", threads_count - 1),
+        ("2", indices, "Viridis", int(indices.max())),
     ):
         figure.add_trace(
             go.Heatmap(
@@ -76,16 +81,15 @@ def _fragment_figure(layout: Any) -> go.Figure:
                 colorscale=scale,
                 zmin=0,
                 zmax=max(zmax, 1),
-                colorbar={"x": bar_x, "len": 0.9, "thickness": 12},
+                xaxis=f"x{suffix}",
+                yaxis=f"y{suffix}",
                 **_gaps(grid),
-            ),
-            row=1,
-            col=col,
+            )
         )
     notes = [f"{layout.thread_count} threads" if layout.thread_count else None]
     if layout.replicate > 1:
         notes.append(f"each element replicated in {layout.replicate} threads (first replica shown)")
-    _finish(figure, layout, notes, axes=("", "2"))
+    _finish(figure, layout, notes, titles=("thread", "local index (register)"))
     return figure
 
 
@@ -100,12 +104,12 @@ def _banks_figure(layout: Any) -> go.Figure:
             colorscale=_bank_colorscale(),
             zmin=-0.5,
             zmax=BANKS - 0.5,
-            colorbar={"title": {"text": "bank"}, "tickvals": list(range(0, BANKS, 4)), "thickness": 12},
+            colorbar={"title": {"text": "bank"}, "tickvals": list(range(0, BANKS, 4))},
             **_gaps(layout.banks),
         )
     )
     swizzle = "swizzled" if layout.swizzled else "not swizzled (row-major)"
-    _finish(figure, layout, [f"bank per element, {swizzle}"], axes=("",))
+    _finish(figure, layout, [f"bank per element, {swizzle}"], titles=("",))
     return figure
 
 
@@ -117,11 +121,11 @@ def _offsets_figure(layout: Any) -> go.Figure:
             + _formulas([("offset", layout.forward_formula)])
             + "<extra></extra>",
             colorscale="Viridis",
-            colorbar={"title": {"text": "offset"}, "thickness": 12},
+            colorbar={"title": {"text": "offset"}},
             **_gaps(layout.offsets),
         )
     )
-    _finish(figure, layout, ["element offset"], axes=("",))
+    _finish(figure, layout, ["element offset"], titles=("",))
     return figure
 
 
@@ -146,31 +150,79 @@ def _message_figure(layout: Any, reason: str) -> go.Figure:
     return figure
 
 
-def _finish(figure: go.Figure, layout: Any, notes: list[str | None], axes: tuple[str, ...]) -> None:
-    """Title, row 0 on top, square cells, j along x and i along y."""
+def heatmap_size(shape: Sequence[int], max_width: int = HEATMAP_MAX_WIDTH[1]) -> tuple[int, int, bool]:
+    """Width and height in pixels of a heatmap of a `shape` (rows, columns) grid, and whether its cells are
+    square: as large as fits `max_width` and HEATMAP_MAX_HEIGHT, no smaller than the minimum sides."""
+    rows, cols = (max(int(dim), 1) for dim in [1, 1, *shape][-2:])
+    scale = min(max_width / cols, HEATMAP_MAX_HEIGHT / rows)
+    width, height = cols * scale, rows * scale
+    square = width >= HEATMAP_MIN_WIDTH and height >= HEATMAP_MIN_HEIGHT
+    return round(max(width, HEATMAP_MIN_WIDTH)), round(max(height, HEATMAP_MIN_HEIGHT)), square
+
+
+def _finish(figure: go.Figure, layout: Any, notes: list[str | None], titles: tuple[str, ...]) -> None:
+    """Title, and one heatmap per entry of `titles` side by side, each with its colorbar at its right and
+    exactly as tall as it (the figure's size is fixed in pixels for that); row 0 on top, square cells,
+    j along x and i along y."""
     title = _escape(layout_label(layout))
     extra = [note for note in notes if note]
     if layout.sliced_at:
         extra.append(f"leading dims at {layout.sliced_at}")
     if extra:
         title += f"<br><sup>{_escape('; '.join(extra))}</sup>"
-    for suffix in axes:
-        x, y = f"xaxis{suffix}", f"yaxis{suffix}"
-        figure.update_layout(
-            {
-                x: {"title": {"text": "j"}, "constrain": "domain", "showgrid": False},
-                y: {
-                    "title": {"text": "i"},
-                    "autorange": "reversed",
-                    "scaleanchor": f"x{suffix}",
-                    "constrain": "domain",
-                    "showgrid": False,
-                },
-            }
-        )
+    count = len(titles)
+    width, height, square = heatmap_size(np.shape(figure.data[0].z), HEATMAP_MAX_WIDTH[count])
+    plot_width = count * (width + COLORBAR_PX) + (count - 1) * GAP_PX
+    for index, (trace, subtitle) in enumerate(zip(figure.data, titles)):
+        suffix = "" if index == 0 else str(index + 1)
+        left = index * (width + COLORBAR_PX + GAP_PX)
+        domain = [left / plot_width, (left + width) / plot_width]
+        trace.colorbar = {
+            **(trace.colorbar.to_plotly_json() if trace.colorbar else {}),
+            "x": (left + width + 8) / plot_width,
+            "xanchor": "left",
+            "len": 1,
+            "lenmode": "fraction",
+            "y": 0.5,
+            "yanchor": "middle",
+            "ypad": 0,
+            "thickness": 12,
+        }
+        figure.update_layout(_axes(suffix, domain, square))
+        if subtitle:
+            figure.add_annotation(
+                text=subtitle, x=sum(domain) / 2, y=1, xref="paper", yref="paper", xanchor="center",
+                yanchor="bottom", yshift=4, showarrow=False, font={"size": 14},
+            )  # fmt: skip
+    margin = {**MARGIN, "r": max(MARGIN["r"], FIGURE_MIN_PX - plot_width - MARGIN["l"])}
     figure.update_layout(
-        title={"text": title}, height=PANEL_HEIGHT, margin={"t": 80, "l": 50, "r": 20, "b": 40}
+        title={"text": title},
+        width=plot_width + margin["l"] + margin["r"],
+        height=height + margin["t"] + margin["b"],
+        margin=margin,
+        autosize=False,
     )
+
+
+def _axes(suffix: str, domain: list[float], square: bool) -> dict[str, Any]:
+    x, y = AXIS_TITLES
+    return {
+        f"xaxis{suffix}": {
+            "title": {"text": x, "standoff": 4},
+            "domain": domain,
+            "anchor": f"y{suffix}",
+            "constrain": "domain",
+            "showgrid": False,
+        },
+        f"yaxis{suffix}": {
+            "title": {"text": y, "standoff": 4},
+            "anchor": f"x{suffix}",
+            "autorange": "reversed",
+            "constrain": "domain",
+            "showgrid": False,
+            **({"scaleanchor": f"x{suffix}"} if square else {}),
+        },
+    }
 
 
 def _gaps(grid: Any) -> dict[str, int]:
@@ -222,10 +274,15 @@ class LayoutView(widgets.VBox):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.add_class("tilebench-layouts")
         self.layouts = list(layouts)
         self.selector: widgets.Dropdown | None = None
         self.figure: go.FigureWidget | None = None
         self.notes = widgets.HTML()
+        # shown until plotly has drawn the figure (static/panel.css hides it then)
+        self.drawing = widgets.HTML(
+            style() + loading_html("drawing the heatmaps…", "plotly's code loads with a page's first figure")
+        )
         if not self.layouts:
             self.children = (widgets.HTML(f"<i>no layouts ({html.escape(empty_message)})</i>"),)
             return
@@ -255,7 +312,7 @@ class LayoutView(widgets.VBox):
         old, self.figure = self.figure, go.FigureWidget(layout_figure(layout))
         self.notes.value = _notes_html(layout)
         head = (self.selector,) if self.selector is not None else ()
-        self.children = (*head, self.figure, self.notes)
+        self.children = (*head, self.drawing, self.figure, self.notes)
         if old is not None:
             old.close()
 

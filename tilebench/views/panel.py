@@ -1,6 +1,7 @@
 """The kernel panel: one widget per compiled kernel, a tab per thing the compiler made.
 
-Tabs fill in when first opened, so a panel with 5,000-line sources appears at once.
+Tabs fill in when first opened, so a panel with 5,000-line sources appears at once. Until a tab's content
+arrives (the kernel builds it, after any cell it is running) the tab says what it is loading.
 """
 
 from __future__ import annotations
@@ -12,9 +13,33 @@ from typing import Any
 import ipywidgets as widgets
 
 from tilebench.kernel.tilelang_api import without_line_directives
-from tilebench.views.resources import resources_html
+from tilebench.views.loading import loading_html, style
+from tilebench.views.resources import asked_threads, resources_html, threads_note
 
 TABS = ("Source", "TIR", "Lowered TIR", "CUDA", "PTX", "SASS", "Resources", "Layouts", "Run")
+# What each tab says until its content arrives.
+LOADING = {
+    "Source": "loading the source…",
+    "TIR": "loading the TIR…",
+    "Lowered TIR": "loading the lowered TIR…",
+    "CUDA": "loading the CUDA source…",
+    "PTX": "loading PTX… (nvcc compiles it when the cubin holds none: seconds)",
+    "SASS": "disassembling…",
+    "Resources": "loading resources…",
+    "Layouts": "loading layouts…",
+    "Run": "loading the run's results…",
+}
+BUSY = "The kernel builds a tab when it is first opened, after any cell it is running."
+# Where nvdisasm / cuobjdump come from (PyPI's wheels checked: nvidia-cuda-nvdisasm 13.2.51 and 13.5.37 install
+# site-packages/nvidia/cu13/bin/nvdisasm; there is no -cu12 build of it).
+SASS_HINT = (
+    "SASS is disassembled with <code>nvdisasm</code> or <code>cuobjdump</code>. Both come with the CUDA "
+    "toolkit, in its <code>bin</code> folder (<code>$CUDA_HOME/bin</code>): put that folder on "
+    "<code>PATH</code>, or set <code>CUDA_HOME</code> to a toolkit that has them, in the environment "
+    "Jupyter starts from. Without the toolkit, <code>pip install nvidia-cuda-nvdisasm</code> (CUDA 13) puts "
+    "<code>nvdisasm</code> in <code>site-packages/nvidia/cu13/bin</code>: add that folder to "
+    "<code>PATH</code>."
+)
 
 
 def _message(text: str) -> widgets.HTML:
@@ -29,6 +54,21 @@ def _code(text: str | None, language: str, title: str, missing: str) -> widgets.
     from tilebench.views.code import CodeView  # late: loads IPython, anywidget, ipywidgets
 
     return CodeView(code=text, language=language, title=title)
+
+
+def _placeholder(title: str) -> widgets.Box:
+    """A tab's box before its content is built: a spinner saying what is loading."""
+    return widgets.Box([widgets.HTML(loading_html(LOADING[title], BUSY))])
+
+
+def _sass(artifacts: Any) -> widgets.Widget:
+    if artifacts.sass:
+        return _code(artifacts.sass, "sass", "SASS", "")
+    why = html.escape(_why(artifacts, "sass", "SASS not available"))
+    return widgets.HTML(
+        f"<div class='tilebench-note' style='padding:8px;color:#555'>{why}"
+        f"<div class='tilebench-hint'>{SASS_HINT}</div></div>"
+    )
 
 
 def run_html(run: Any) -> str:
@@ -117,12 +157,12 @@ class KernelPanel(widgets.VBox):
             lambda: _code(art.device_tir, "tir", "Lowered TIR", _why(art, "device_tir")),
             lambda: _code(without_line_directives(art.cuda_source), "cuda", "CUDA", _why(art, "cuda")),
             lambda: _code(art.ensure_ptx(), "ptx", "PTX", _why(art, "ptx")),
-            lambda: _code(art.sass, "sass", "SASS", _why(art, "sass", "cuobjdump/nvdisasm not found")),
+            lambda: _sass(art),
             self._resources,
             self._layouts,
             lambda: widgets.HTML(run_html(result.run)),
         ]
-        self.tabs = widgets.Tab(children=[widgets.Box() for _ in TABS])
+        self.tabs = widgets.Tab(children=[_placeholder(title) for title in TABS])
         for index, title in enumerate(TABS):
             self.tabs.set_title(index, title)
         self._built: set[int] = set()
@@ -142,11 +182,23 @@ class KernelPanel(widgets.VBox):
             else f"<div>{html.escape(line.strip())}</div>"
             for line in rest
         )
-        return f"<div class='tilebench-header'><b>{html.escape(head)}</b>{lines}</div>"
+        note = self._threads_note()
+        if note:
+            lines += f"<div class='tilebench-threads-note'>threads / block: {html.escape(note)}</div>"
+        return f"{style()}<div class='tilebench-header'><b>{html.escape(head)}</b>{lines}</div>"
+
+    def _threads_note(self) -> str | None:
+        """Why the block has more threads than the kernel's ``threads=`` (None when it has as many)."""
+        art = self.result.artifacts
+        resources = getattr(art, "resources", None)
+        if resources is None:
+            return None
+        return threads_note(resources.threads_per_block, asked_threads(art.tir), art.arch)
 
     def _resources(self) -> widgets.Widget:
-        artifacts = self.result.artifacts
-        return widgets.HTML(resources_html(artifacts.resources, artifacts.registers_unknown()))
+        art = self.result.artifacts
+        asked = asked_threads(art.tir)
+        return widgets.HTML(resources_html(art.resources, art.registers_unknown(), asked, art.arch))
 
     def _layouts(self) -> widgets.Widget:
         from tilebench.views.layouts import LayoutView  # late: loads IPython, ipywidgets, numpy, plotly

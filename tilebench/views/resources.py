@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import html
+import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
 MISSING = "—"
 _GRID_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+# T.Kernel(..., threads=N) in the TIR before lowering: the root block's annotation, as TVMScript prints it
+_LAUNCH_THREADS = re.compile(r"[\"']tl\.launch_threads[\"']\s*:\s*\[([^\]]*)\]")
+PRODUCER_THREADS = 128  # the warpgroup tilelang's warp specialization adds on Hopper to issue TMA loads
 
 _CSS = (
     "<style>.tb-res{border-collapse:collapse;font-size:12px}"
@@ -17,10 +22,43 @@ _CSS = (
 )
 
 
-def resources_html(resources: Any, registers_unknown: str | None = None) -> str:
+def asked_threads(tir: str | None) -> int | None:
+    """The threads per block the kernel's code asks for (``T.Kernel(..., threads=128)``), read from its TIR
+    before lowering; None when the TIR does not say (or says it symbolically)."""
+    found = _LAUNCH_THREADS.search(tir or "")
+    if not found:
+        return None
+    try:
+        return math.prod(int(part) for part in found.group(1).split(",") if part.strip())
+    except ValueError:
+        return None
+
+
+def threads_note(launched: int | None, asked: int | None, arch: str | None = None) -> str | None:
+    """Why the block has more threads than ``threads=`` asked (None when it has as many, or either is
+    unknown): on Hopper, tilelang's warp specialization adds a producer warpgroup of 128 threads that
+    issues the TMA loads, while the threads asked for run the MMAs."""
+    if not launched or not asked or launched == asked:
+        return None
+    extra = launched - asked
+    if extra == PRODUCER_THREADS and (arch or "").startswith("sm_90"):
+        return (
+            f"{launched} ({asked} asked with threads={asked} + {extra} producer threads tilelang added "
+            "for warp specialization)"
+        )
+    more = "more" if extra > 0 else "fewer"
+    return f"{launched} (threads={asked} asked; tilelang launched {abs(extra)} {more})"
+
+
+def resources_html(
+    resources: Any,
+    registers_unknown: str | None = None,
+    threads_asked: int | None = None,
+    arch: str | None = None,
+) -> str:
     """Registers, shared memory, spills, stack, barriers, launch shape and occupancy as an HTML table;
     "—" where a figure is unknown, and why registers are (`registers_unknown`). Spills above zero are
-    shown in red."""
+    shown in red. `threads_asked` (the kernel's ``threads=``) explains a block launched with more."""
     if resources is None:
         return "<p><i>no resource figures</i></p>"
     r = resources
@@ -41,7 +79,10 @@ def resources_html(resources: Any, registers_unknown: str | None = None) -> str:
             f"{_bytes(r.stack_frame_bytes)} / thread" if r.stack_frame_bytes is not None else MISSING,
         ),
         ("barriers", _value(r.barriers)),
-        ("threads / block", _value(r.threads_per_block)),
+        (
+            "threads / block",
+            threads_note(r.threads_per_block, threads_asked, arch) or _value(r.threads_per_block),
+        ),
         ("block", _dims(r.block)),
         ("grid", _dims(r.grid) if r.grid is not None else _symbolic_grid(r.launch)),
         ("occupancy", _occupancy(r.occupancy_blocks_per_sm, r.occupancy_limiter)),
