@@ -68,6 +68,7 @@ def test_the_producer_warpgroup_is_explained_in_resources_and_header(hopper):
     header = panel.children[0].value
     assert f"threads / block: {WARP_SPECIALIZED}" in header
     assert "256 threads/block" in header  # the summary's figure, which the note explains
+    assert f"  threads / block: {WARP_SPECIALIZED}" in hopper.summary()  # text frontends and nbval too
 
 
 def test_no_note_where_the_block_has_the_threads_asked():

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import glob
 import math
 import os
 import re
 import shutil
 import subprocess
+import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
@@ -324,13 +326,17 @@ def _apply_cubin(res: Resources, info: CubinInfo, kernel: str | None) -> None:
 
 
 def find_cuda_tool(name: str) -> str | None:
-    """A CUDA binary on PATH, else under $CUDA_HOME/bin or /usr/local/cuda/bin."""
+    """A CUDA binary on PATH, else under $CUDA_HOME/bin or /usr/local/cuda/bin, else in NVIDIA's wheels
+    (`pip install nvidia-cuda-nvdisasm` puts nvdisasm in site-packages/nvidia/cu13/bin)."""
     found = shutil.which(name)
     if found:
         return found
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        candidate = os.path.join(home, "bin", name) if home else None
-        if candidate and os.access(candidate, os.X_OK):
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    folders = [os.path.join(home, "bin") for home in homes if home]
+    folders += sorted(glob.glob(os.path.join(sysconfig.get_paths()["purelib"], "nvidia", "cu*", "bin")))
+    for folder in folders:
+        candidate = os.path.join(folder, name)
+        if os.access(candidate, os.X_OK):
             return candidate
     return None
 

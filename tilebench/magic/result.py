@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from tilebench.views.dashboard import best_text
+from tilebench.views.resources import asked_threads, threads_note
 
 
 @dataclasses.dataclass
@@ -68,6 +69,10 @@ class CellResult:
         lines.append(head)
         if self.artifacts is not None:
             lines.append("  " + resources_line(self.artifacts.resources))
+            art = self.artifacts
+            note = threads_note(art.resources.threads_per_block, asked_threads(art.tir), art.arch)
+            if note is not None:
+                lines.append(f"  threads / block: {note}")
             unknown = self.artifacts.registers_unknown()
             if unknown is not None:
                 lines.append(f"  registers and static shared memory unknown ({unknown})")

@@ -14,7 +14,7 @@ import ipywidgets as widgets
 
 from tilebench.kernel.tilelang_api import without_line_directives
 from tilebench.views.loading import loading_html, style
-from tilebench.views.resources import asked_threads, resources_html, threads_note
+from tilebench.views.resources import asked_threads, resources_html
 
 TABS = ("Source", "TIR", "Lowered TIR", "CUDA", "PTX", "SASS", "Resources", "Layouts", "Run")
 # What each tab says until its content arrives.
@@ -176,24 +176,8 @@ class KernelPanel(widgets.VBox):
     def _header(self) -> str:
         summary = self.result.summary().splitlines()
         head, rest = summary[0], summary[1:]
-        lines = "".join(
-            f"<div class='tilebench-limit' style='color:#c62828;font-weight:bold'>{html.escape(line.strip())}</div>"
-            if line.strip().startswith("✘")
-            else f"<div>{html.escape(line.strip())}</div>"
-            for line in rest
-        )
-        note = self._threads_note()
-        if note:
-            lines += f"<div class='tilebench-threads-note'>threads / block: {html.escape(note)}</div>"
+        lines = "".join(_header_line(line.strip()) for line in rest)
         return f"{style()}<div class='tilebench-header'><b>{html.escape(head)}</b>{lines}</div>"
-
-    def _threads_note(self) -> str | None:
-        """Why the block has more threads than the kernel's ``threads=`` (None when it has as many)."""
-        art = self.result.artifacts
-        resources = getattr(art, "resources", None)
-        if resources is None:
-            return None
-        return threads_note(resources.threads_per_block, asked_threads(art.tir), art.arch)
 
     def _resources(self) -> widgets.Widget:
         art = self.result.artifacts
@@ -242,3 +226,13 @@ def _why(artifacts: Any, step: str, default: str = "not available") -> str:
         if step in name:
             return f"{step} not available: {message}"
     return default
+
+
+def _header_line(line: str) -> str:
+    """A summary line under the panel's head: a launch limit in red, the threads note in its own class."""
+    text = html.escape(line)
+    if line.startswith("✘"):
+        return f"<div class='tilebench-limit' style='color:#c62828;font-weight:bold'>{text}</div>"
+    if line.startswith("threads / block:"):
+        return f"<div class='tilebench-threads-note'>{text}</div>"
+    return f"<div>{text}</div>"
