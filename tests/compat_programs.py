@@ -143,13 +143,16 @@ class PlainRun:
         return f"`python {self.path.name}` exited {self.returncode}:\n{self.stdout[-2000:]}\n{self.stderr[-4000:]}"
 
 
-def run_plain(program: Program, workdir: Path, timeout: float, compile_only: bool) -> PlainRun:
+def run_plain(
+    program: Program, workdir: Path, timeout: float, compile_only: bool, environ: dict | None = None
+) -> PlainRun:
     """The program as a plain file with tilelang, in `workdir` (tilelang's autotuner writes a log there).
 
     `compile_only`: no GPU here, so the target comes from TILELANG_DEFAULT_TARGET (tilelang's "auto"
-    finds none). tilelang's kernel cache goes under the tests' cache folder, not the user's.
+    finds none). tilelang's kernel cache goes under the tests' cache folder, not the user's. `environ`:
+    the environment to start from (a copy taken beforehand by a caller in another thread), else ours.
     """
-    env = dict(os.environ)
+    env = dict(environ if environ is not None else os.environ)
     env.setdefault("CUDA_HOME", "/usr/local/cuda")
     env["TILELANG_PRINT_ON_COMPILATION"] = "0"
     cache_root = Path(env.get("TILEBENCH_CACHE_DIR") or workdir)

@@ -5,6 +5,9 @@ them fully and compares their results)."""
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import pytest
 import torch
 from compat_programs import Program, programs, result_lines, run_as_cell, run_plain
@@ -28,6 +31,22 @@ def ip():
     shell = start_ipython() or get_ipython()  # the test shell is one per process: later callers get None
     shell.run_line_magic("load_ext", "tilebench")
     return shell
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plain_runs(tmp_path_factory):
+    """Every program as a plain file with tilelang, two at a time in the background from the module's
+    start: each is a process of its own, so they overlap the cell runs instead of following them."""
+    environ = dict(os.environ)  # read here: the cells' compiles change os.environ while these start
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="plain-tilelang")
+    runs: dict[str, Future] = {
+        program.name: pool.submit(
+            run_plain, program, tmp_path_factory.mktemp(program.name), PLAIN_TIMEOUT_S, True, environ
+        )
+        for program in PROGRAMS
+    }
+    yield runs
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 @pytest.fixture(scope="module")
@@ -126,11 +145,11 @@ PLAIN_STOPS_EARLIER = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
-def test_plain_tilelang_stops_at_the_same_line(cell_runs, program, tmp_path):
+def test_plain_tilelang_stops_at_the_same_line(cell_runs, plain_runs, program):
     """`python program.py` with tilelang gets as far as the cell: both stop at the program's first use
     of a GPU. tilelang's autotuner cannot finish without one (it times every config); tilebench's
     compiles the configs and goes on, so there the cell gets further (as it does for PLAIN_STOPS_EARLIER)."""
-    plain = run_plain(program, tmp_path, PLAIN_TIMEOUT_S, compile_only=True)
+    plain = plain_runs[program.name].result()
     assert plain.returncode != 0 and plain.failing_line is not None, plain.describe()
     assert result_lines(plain.stdout) == []
     cell = cell_runs(program)
