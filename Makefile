@@ -24,6 +24,9 @@ TEST_CACHE_DIR := $(CURDIR)/test-output/cache
 LINT_PATHS := $(wildcard tilebench tests benchmarks scripts hatch_build.py)
 NOTEBOOKS  := $(shell find notebooks -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null)
 PYTEST_ARGS ?=
+# pytest-xdist processes for `make pytest`, each taking whole files (module fixtures stay in one process):
+# on 2 cores the suite is much of its time waiting on workers and subprocesses, so 2 take ~2/3 the time
+PYTEST_WORKERS ?= 2
 GPU_CHECK_ARGS ?=
 
 export CUDA_HOME ?= /usr/local/cuda
@@ -62,9 +65,10 @@ lint: venv ## ruff check + ruff format --check + lint-imports (the layers of ARC
 	$(VENV)/bin/lint-imports
 
 pytest: export TILEBENCH_CACHE_DIR := $(TEST_CACHE_DIR)
-pytest: venv ## pytest tests/ but tests/browser (extra arguments: PYTEST_ARGS="-k name -x")
+pytest: venv ## pytest tests/ but tests/browser, PYTEST_WORKERS processes (extra arguments: PYTEST_ARGS="-k name -x")
 	@mkdir -p $(TEST_CACHE_DIR)
-	@rc=0; $(VPY) -m pytest -q tests --ignore=tests/browser $(PYTEST_ARGS) || rc=$$?; \
+	@rc=0; $(VPY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests --ignore=tests/browser $(PYTEST_ARGS) \
+		|| rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make pytest: error: pytest collected no tests under tests/" >&2; fi; \
 	exit $$rc
 

@@ -326,12 +326,14 @@ def test_idle_workers_whose_parent_is_killed_end_without_a_word(tmp_path):
     assert errors == [""]
 
 
-def test_hidden_main_leaves_the_main_module_out_of_what_this_threads_children_get():
+def test_hidden_main_leaves_the_main_module_out_of_what_this_threads_children_get(monkeypatch):
     keys = {"init_main_from_name", "init_main_from_path"}
 
     def main_keys() -> set:
         return keys & set(spawn.get_preparation_data("probe"))
 
+    if not main_keys():  # a pytest-xdist worker's main is `python -c`: give it a script's, as pytest's is
+        monkeypatch.setattr(sys.modules["__main__"], "__file__", __file__, raising=False)
     assert main_keys()  # pytest's own main: a module (python -m pytest) or a script
     other: list = []
     with hidden_main():
