@@ -68,3 +68,28 @@ def vector_add(N, block_N=1024, threads=128, dtype="float16"):
 
     return main
 """
+
+# a kernel body calling a device function that does not exist: nvcc's error names its line (# HERE)
+UNDEFINED_EXTERN = """
+def k(N, block=128):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+            for i in T.Parallel(block):
+                C[bx * block + i] = A[bx * block + i] * 2.0
+            T.call_extern("int32", "no_such_function", bx)  # HERE
+
+    return main
+"""
+
+# a block asking for 2 MiB of shared memory: compiles, cannot launch
+HUGE_SHARED = """
+@T.prim_func
+def hog(X: T.Tensor((1024,), "float16")):
+    with T.Kernel(1, threads=128) as bx:
+        S = T.alloc_shared((1024 * 1024,), "float16")
+        for i in T.Parallel(1024):
+            S[i] = X[i]
+        for i in T.Parallel(1024):
+            X[i] = S[i + 1024]
+"""

@@ -9,6 +9,7 @@ import linecache
 
 import pytest
 import torch
+from magic_cells import UNDEFINED_EXTERN
 
 import tilebench as tb
 from tilebench.magic.errors import CellError, explain
@@ -213,21 +214,10 @@ def k(A):
 
 # --- d. nvcc errors ----------------------------------------------------------------------------------
 
-EXTERN = """import tilelang
-import tilelang.language as T
-import tilebench as tb
-
-@tb.jit(out_idx=[-1]OPTIONS)
-def k(N, block=128):
-    @T.prim_func
-    def main(A: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
-        with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
-            for i in T.Parallel(block):
-                C[bx * block + i] = A[bx * block + i] * 2.0
-            T.call_extern("int32", "no_such_function", bx)  # HERE
-
-    return main
-"""
+EXTERN = (
+    "import tilelang\nimport tilelang.language as T\nimport tilebench as tb\n\n@tb.jit(out_idx=[-1]OPTIONS)"
+    + UNDEFINED_EXTERN
+)
 
 
 def test_nvcc_error_without_line_directives_maps_through_the_quoted_name():

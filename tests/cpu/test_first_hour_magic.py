@@ -4,24 +4,12 @@ logs and warnings that number cell lines one way, with none of tilebench's own f
 import warnings
 
 import pytest
-from IPython import get_ipython
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
-from magic_cells import LAZY_AND_PRIM
+from magic_cells import HUGE_SHARED, LAZY_AND_PRIM, UNDEFINED_EXTERN
 
 from tilebench.magic.commands import COMMANDS, DESCRIPTIONS
 from tilebench.magic.errors import TileLangCellError, editor_numbered
 
-HUGE_SHARED = """
-@T.prim_func
-def hog(X: T.Tensor((1024,), "float16")):
-    with T.Kernel(1, threads=128) as bx:
-        S = T.alloc_shared((1024 * 1024,), "float16")
-        for i in T.Parallel(1024):
-            S[i] = X[i]
-        for i in T.Parallel(1024):
-            X[i] = S[i + 1024]
-"""
 OVER_THE_LIMIT = "shared memory 2048.0 KiB > 227 KiB, the most a block may opt in to on sm_90a"
 
 ELABORATION_ERROR = """
@@ -37,25 +25,7 @@ def k(A, block: int = 128):
 k.compile(tb.place(1024, dtype=torch.float32))
 """
 
-NVCC_ERROR = """
-@tilelang.jit(out_idx=[-1])
-def k(N, block=128):
-    @T.prim_func
-    def main(A: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
-        with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
-            for i in T.Parallel(block):
-                C[bx * block + i] = A[bx * block + i] * 2.0
-            T.call_extern("int32", "no_such_function", bx)  # HERE
-
-    return main
-"""
-
-
-@pytest.fixture(scope="module")
-def ip():
-    shell = start_ipython() or get_ipython()
-    shell.run_line_magic("load_ext", "tilebench")
-    return shell
+NVCC_ERROR = "\n@tilelang.jit(out_idx=[-1])" + UNDEFINED_EXTERN
 
 
 def editor_line(cell: str, marker: str = "# HERE") -> int:

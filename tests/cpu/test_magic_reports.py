@@ -6,20 +6,9 @@ import warnings
 import pytest
 from IPython import get_ipython
 from IPython.testing.globalipapp import start_ipython
-from magic_cells import LAZY_AND_PRIM
+from magic_cells import HUGE_SHARED, LAZY_AND_PRIM
 
 from tilebench.magic.errors import TileLangCellError
-
-HUGE_SHARED = """
-@T.prim_func
-def hog(X: T.Tensor((1024,), "float16")):
-    with T.Kernel(1, threads=128) as bx:
-        S = T.alloc_shared((1024 * 1024,), "float16")
-        for i in T.Parallel(1024):
-            S[i] = X[i]
-        for i in T.Parallel(1024):
-            X[i] = S[i + 1024]
-"""
 
 
 @pytest.fixture(scope="module")

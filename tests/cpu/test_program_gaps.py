@@ -9,9 +9,8 @@ import uuid
 
 import pytest
 import torch
-from IPython import get_ipython
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
+from tma_kernels import dynamic_gemm
 
 import tilebench as tb
 from tilebench.compiler.cache import entry_folder
@@ -41,13 +40,6 @@ def gemv(a, x, block_M: int = 64, block_N: int = 64):
         T.copy(acc, y[bx * block_M : (bx + 1) * block_M])
     return y
 """
-
-
-@pytest.fixture(scope="module")
-def ip():
-    shell = start_ipython() or get_ipython()  # one test shell per process: later callers get None
-    shell.run_line_magic("load_ext", "tilebench")
-    return shell
 
 
 def test_the_magic_line_takes_t_const_values_by_keyword_as_compile_does(ip):
@@ -205,28 +197,6 @@ def test_tilelangs_cupti_timer_is_silenced_where_output_is_captured_in_python(ca
     assert "native" not in native.out and "native" not in native.err
     os.write(1, b"descriptors restored\n")
     assert capfd.readouterr().out == "descriptors restored\n"
-
-
-@tb.jit(out_idx=[-1])
-def dynamic_gemm(bm=64, bn=64, bk=32):
-    import tilelang.language as T
-
-    M, N, K = T.dynamic("m"), T.dynamic("n"), T.dynamic("k")
-
-    @T.prim_func
-    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (tn, tm):
-            a_s = T.alloc_shared((bm, bk), "float16")
-            b_s = T.alloc_shared((bk, bn), "float16")
-            acc = T.alloc_fragment((bm, bn), "float32")
-            T.clear(acc)
-            for step in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
-                T.copy(A[tm * bm, step * bk], a_s)
-                T.copy(B[step * bk, tn * bn], b_s)
-                T.gemm(a_s, b_s, acc)
-            T.copy(acc, C[tm * bm, tn * bn])
-
-    return gemm
 
 
 def test_a_dynamic_shape_that_breaks_tmas_stride_rule_is_named_before_launch():

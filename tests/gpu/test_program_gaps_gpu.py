@@ -9,19 +9,11 @@ import io
 
 import pytest
 import torch
-from IPython import get_ipython
-from IPython.testing.globalipapp import start_ipython
+from tma_kernels import dynamic_gemm
 
 import tilebench as tb
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def ip():
-    shell = start_ipython() or get_ipython()
-    shell.run_line_magic("load_ext", "tilebench")
-    return shell
 
 
 @tb.jit(out_idx=[-1])
@@ -63,28 +55,6 @@ def test_cupti_timing_in_a_captured_cell(ip):
     with contextlib.redirect_stdout(io.StringIO()):
         ip.run_cell_magic("tilelang", "--no-run", cell)
     assert ip.user_ns["cupti_ms"] > 0
-
-
-@tb.jit(out_idx=[-1])
-def dynamic_gemm(bm=64, bn=64, bk=32):
-    import tilelang.language as T
-
-    M, N, K = T.dynamic("m"), T.dynamic("n"), T.dynamic("k")
-
-    @T.prim_func
-    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (tn, tm):
-            a_s = T.alloc_shared((bm, bk), "float16")
-            b_s = T.alloc_shared((bk, bn), "float16")
-            acc = T.alloc_fragment((bm, bn), "float32")
-            T.clear(acc)
-            for step in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
-                T.copy(A[tm * bm, step * bk], a_s)
-                T.copy(B[step * bk, tn * bn], b_s)
-                T.gemm(a_s, b_s, acc)
-            T.copy(acc, C[tm * bm, tn * bn])
-
-    return gemm
 
 
 def test_a_dynamic_gemm_names_the_tma_stride_rule_and_runs_where_it_holds():
