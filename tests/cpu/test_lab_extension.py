@@ -384,3 +384,9 @@ def test_template_compiles_through_the_magic(compiled, template):
     assert outcome["compiled"] and outcome["cuda"], outcome["summary"]
     assert outcome["ref"] and outcome["work"]  # checked against a reference, and reports TFLOP/s or GB/s
     assert "compile-only" in outcome["summary"] or "pass" in outcome["summary"], outcome["summary"]
+
+
+def test_the_readme_names_the_templates_as_the_launcher_shows_them():
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    shown = ", ".join(template.title for template in TEMPLATES)
+    assert f"Kernel templates ({shown})" in readme

@@ -116,7 +116,10 @@ TEMPLATES: tuple[Template, ...] = (
         "elementwise", "Elementwise", "Elementwise add of two fp16 matrices, tile by tile.", ELEMENTWISE
     ),
     Template(
-        "reduction", "Row Sum", "Sum of each row of an fp32 matrix (a reduction along dim 1).", REDUCTION
+        "reduction",
+        "Reduction (row sum)",
+        "Sum of each row of an fp32 matrix (a reduction along dim 1).",
+        REDUCTION,
     ),
     Template(
         "attention",
