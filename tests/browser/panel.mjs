@@ -1,6 +1,7 @@
 // Notebook 1's kernel panel (tilebench/views/panel.py) in the page: the header, every tab (each says what it
 // is loading until the kernel has built it, then shows it), the code views, the layout heatmaps (colorbars
-// as tall as their heatmaps, readable axis titles), the threads tilelang added, SASS or how to get it.
+// as tall as their heatmaps, readable axis titles), the threads tilelang added, SASS or how to get it, and
+// the lines linked: a click on T.gemm's Source line highlights its CUDA and PTX lines (issue 34).
 // A 1280x800 screenshot of each tab goes to screenshots/.
 
 import { MINUTE, attempt, check, screen, shot, sleep } from "./report.mjs";
@@ -265,6 +266,60 @@ export async function checkKernelPanel(page, panel, name, lab) {
   await checkThreads(kp, name);
   await checkSass(kp, name);
   await screenEveryTab(page, kp, name);
+  await checkLineLinks(page, kp, name);
+}
+
+/** The highlighted lines of the visible code view: its title, their texts, how many the scroller shows. */
+async function litLines(kp) {
+  return kp.evaluate((el, sel) => {
+    const view = [...el.querySelectorAll(sel.codeView)].find((v) => v.offsetParent !== null);
+    if (!view) return null;
+    const box = view.querySelector(".tb-scroll").getBoundingClientRect();
+    const lit = [...view.querySelectorAll(".tb-src .tbl.tb-lit")];
+    const shown = lit.filter((line) => {
+      const b = line.getBoundingClientRect();
+      return b.bottom > box.top && b.top < box.bottom;
+    });
+    return { title: view.querySelector(".tb-title")?.textContent, texts: lit.map((l) => l.textContent), inView: shown.length };
+  }, WIDGET);
+}
+
+/** Tab `title`, opened after the click, shows lines highlighted (one holding `needle`) and scrolled to. */
+async function checkLit(kp, name, title, needle) {
+  return attempt(`${name}: ${title} highlights the lines T.gemm became, in view ("${needle}")`, async () => {
+    await openTab(kp, title);
+    await waitBuilt(kp, title);
+    const deadline = Date.now() + 30_000;
+    let lit = await litLines(kp);
+    while (!(lit && lit.title === title && lit.texts.length && lit.inView)) {
+      if (Date.now() > deadline) throw new Error(JSON.stringify(lit && { ...lit, texts: lit.texts.slice(0, 3) }));
+      await sleep(250);
+      lit = await litLines(kp);
+    }
+    if (!lit.texts.some((text) => text.includes(needle))) {
+      throw new Error(`no "${needle}" in the ${lit.texts.length} lines: ${lit.texts.slice(0, 3).join(" | ")}`);
+    }
+    return `${lit.texts.length} lines highlighted, ${lit.inView} in view, e.g. "${lit.texts.find((t) => t.includes(needle)).trim().slice(0, 80)}"`;
+  });
+}
+
+/** Source, CUDA and PTX linked through the kernel's line map: click the Source line holding T.gemm. */
+async function checkLineLinks(page, kp, name) {
+  const clicked = await attempt(`${name}: a click on the Source line of T.gemm highlights it`, async () => {
+    await openTab(kp, "Source");
+    const view = kp.locator(`${WIDGET.codeView}:visible`).first();
+    const line = view.locator(".tb-src .tbl", { hasText: "T.gemm(" }).first();
+    await line.click();
+    await view.locator(".tb-src .tbl.tb-lit", { hasText: "T.gemm(" }).waitFor({ timeout: 30_000 });
+    return (await line.textContent()).trim();
+  });
+  if (!clicked) return;
+  await checkLit(kp, name, "CUDA", "wgmma");
+  await scrollToPanel(kp);
+  await screen(page, "panel_10_cuda_lines.png");
+  await shot(kp, "01_panel_cuda_lines.png");
+  await checkLit(kp, name, "PTX", "wgmma.mma_async");
+  await screen(page, "panel_11_ptx_lines.png");
 }
 
 /** CUDA: built when the tab is first opened (a round trip to the kernel), highlighted, searchable. */

@@ -20,7 +20,8 @@ Where the pieces come from (tilelang 0.1.15, tvm_ffi backend):
 - ``layouts``: :mod:`tilebench.inspect.layouts`.
 
 When the cubin (hence PTX) cannot be had, ``KernelArtifacts.ensure_ptx()`` compiles the CUDA source
-to PTX with nvcc (about 3 s for a GEMM) and fills the ptxas figures.
+to PTX with nvcc (about 3 s for a GEMM) and fills the ptxas figures. ``ensure_line_info()`` and
+``line_map_for()``, on first use: PTX with `.loc` lines and the cell's line map (:mod:`.line_map`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from tilebench.inspect.layouts import (
     lower_capturing_layouts,
     text,
 )
+from tilebench.inspect.line_map import LineMap, build_line_map, cell_key, compile_line_info, scalar_configs
 from tilebench.inspect.occupancy import occupancy, over_limits
 
 TOOL_TIMEOUT_S = 120
@@ -92,8 +94,12 @@ class KernelArtifacts:
     sass: str | None = None
     resources: Resources = field(default_factory=Resources)
     layouts: list[BufferLayout] = field(default_factory=list)
-    line_map: dict[str, list[int]] | None = None  # not collected yet
+    line_map: LineMap | None = None  # line_map_for(cell), built on first use
+    line_ptx: str | None = None  # PTX with .loc lines (ensure_line_info), shown in the PTX tab
+    line_sass: str | None = None  # nvdisasm --print-line-info of the same compile, where nvdisasm is
+    line_prefix: int = 0  # lines that compile put before the CUDA source
     compile_flags: list[str] = field(default_factory=list)
+    pass_configs: dict[str, Any] = field(default_factory=dict)  # scalar ones: the line-info compile's
     timings: dict[str, float] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
 
@@ -113,6 +119,31 @@ class KernelArtifacts:
                 self.errors.pop("ptxas", None)
             _finish_resources(self.resources, self.arch, self.errors)
         return self.ptx
+
+    def ensure_line_info(self) -> str | None:
+        """PTX with `.loc` lines (and SASS with line info where nvdisasm is), compiled once from the CUDA
+        tab's source (``line_map.compile_line_info``); None if it failed (``errors["line_info"]``)."""
+        if self.line_ptx is None and self.cuda_source and self.arch and "line_info" not in self.errors:
+            with _step("line_info", self.timings, self.errors):
+                self.line_ptx, self.line_prefix, self.line_sass = compile_line_info(
+                    self.cuda_source,
+                    self.arch,
+                    self.pass_configs,
+                    self.compile_flags,
+                    find_cuda_tool("nvdisasm"),
+                )
+        return self.line_ptx
+
+    def line_map_for(self, cell: str | None, assembly: bool = True) -> LineMap:
+        """The cell's line map, built once per cell; with PTX/SASS lines when ``assembly`` (compiles once)."""
+        cached = self.line_map
+        if cached is None or cached.key != cell_key(cell) or (assembly and not cached.assembly):
+            ptx = self.ensure_line_info() if assembly else None
+            sass = self.line_sass if assembly else None
+            self.line_map = build_line_map(
+                self.cuda_source or "", cell, ptx, self.line_prefix, sass, assembly
+            )
+        return self.line_map
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -161,6 +192,7 @@ def collect_artifacts(
         target=describe_target({"kind": spec.get("kind", "cuda"), **({"arch": arch} if arch else {})}),
         arch=text(arch) if arch else None,
         compile_flags=list(jit_kernel.compile_flags or []),
+        pass_configs=scalar_configs(jit_kernel.pass_configs),
     )
     timings, errors = result.timings, result.errors
     started = time.perf_counter()

@@ -278,7 +278,11 @@ CODE_CSS = (STATIC / "code_view.css").read_text() + _token_css()
 class CodeView(anywidget.AnyWidget):
     """Highlighted source code with line numbers, a search box (Enter / Shift+Enter) and a copy button.
 
-    ``html`` follows ``code`` and ``language`` (highlighted in Python with :func:`highlight`).
+    ``html`` follows ``code`` and ``language`` (highlighted in Python with :func:`highlight`). Lines are
+    linked to other views through three traits (the kernel panel wires Source, CUDA, PTX and SASS with its
+    line map): a ``clickable`` view sets ``clicked_line`` when a line is clicked (a listener that handled it
+    puts it back to 0, so the same line can be clicked again), and shows ``highlighted`` lines marked,
+    scrolled into view when none of them is (at once, or when the view is next shown).
     """
 
     _esm = STATIC / "code_view.js"
@@ -288,6 +292,9 @@ class CodeView(anywidget.AnyWidget):
     language = traitlets.Unicode("text").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
     html = traitlets.Unicode("").tag(sync=True)
+    clickable = traitlets.Bool(False).tag(sync=True)
+    clicked_line = traitlets.Int(0).tag(sync=True)  # 1-based; 0: none
+    highlighted = traitlets.List(traitlets.Int()).tag(sync=True)  # 1-based line numbers
 
     _highlighted: tuple[str, str] = ("", "text")  # the (code, language) that ``html`` shows
 

@@ -1,7 +1,8 @@
 """The kernel panel: one widget per compiled kernel, a tab per thing the compiler made.
 
 Tabs fill in when first opened, so a panel with 5,000-line sources appears at once. Until a tab's content
-arrives (the kernel builds it, after any cell it is running) the tab says what it is loading.
+arrives (the kernel builds it, after any cell it is running) the tab says what it is loading. Source,
+CUDA, PTX and SASS are linked line to line (``LineLinks``, through the kernel's line map).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from tilebench.inspect.artifacts import find_cuda_tool
+from tilebench.inspect.line_map import source_start
 from tilebench.kernel.tilelang_api import without_line_directives
 from tilebench.views.loading import loading_html, style
 from tilebench.views.resources import asked_threads, resources_html
@@ -23,7 +26,7 @@ LOADING = {
     "TIR": "loading the TIR…",
     "Lowered TIR": "loading the lowered TIR…",
     "CUDA": "loading the CUDA source…",
-    "PTX": "loading PTX… (nvcc compiles it when the cubin holds none: seconds)",
+    "PTX": "loading PTX… (compiled again with line info, to link its lines to the source: seconds)",
     "SASS": "disassembling…",
     "Resources": "loading resources…",
     "Layouts": "loading layouts…",
@@ -61,7 +64,9 @@ def _placeholder(title: str) -> widgets.Box:
     return widgets.Box([widgets.HTML(loading_html(LOADING[title], BUSY))])
 
 
-def _sass(artifacts: Any) -> widgets.Widget:
+def _sass(artifacts: Any, links: LineLinks) -> widgets.Widget:
+    if artifacts.sass and find_cuda_tool("nvdisasm") and artifacts.ensure_line_info() and artifacts.line_sass:
+        return links.attach("sass", _code(artifacts.line_sass, "sass", "SASS", ""))
     if artifacts.sass:
         return _code(artifacts.sass, "sass", "SASS", "")
     why = html.escape(_why(artifacts, "sass", "SASS not available"))
@@ -145,19 +150,74 @@ class KernelSelector(widgets.VBox):
         self.holder.children = (self.panel(index),)
 
 
+class LineLinks:
+    """Source, CUDA, PTX and SASS linked line to line through the kernel's LineMap (inspect/line_map.py): a
+    line clicked in one highlights, in each, the lines of the cell line it belongs to.
+
+    The map is built at the first click: its CUDA part at once (shown before anything compiles), its PTX
+    part (one compile, seconds) only once a PTX or SASS view is built. A view built later gets the current
+    highlight, scrolled to when its tab is shown. ``views`` maps "cell" (Source) and the map's kinds."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        self.views: dict[str, Any] = {}
+        self.anchor: tuple[str, int] | None = None  # the kind and line clicked last (Source: cell line)
+        self.start = source_start(getattr(result, "cell", None), result.source)  # Source line 1's cell line
+
+    def attach(self, kind: str, view: widgets.Widget) -> widgets.Widget:
+        """Link a built code view (one that is a CodeView; a message is returned as it is)."""
+        if not hasattr(view, "clicked_line") or (kind == "cell" and self.start is None):
+            return view
+        view.clickable = True
+        view.observe(lambda change: self._clicked(kind, change["new"]), names="clicked_line")
+        self.views[kind] = view
+        if self.anchor is not None:
+            self._apply()
+        return view
+
+    def select(self, kind: str, line: int) -> None:
+        """What a click does: ``line`` of view ``kind`` (a Source line for "cell") and its kin highlighted."""
+        self.anchor = (kind, self.start + line - 1 if kind == "cell" else line)
+        self._apply()
+
+    def _clicked(self, kind: str, line: int) -> None:
+        if line:
+            self.views[kind].clicked_line = 0  # handled: the same line can be clicked again
+            self.select(kind, line)
+
+    def _apply(self) -> None:
+        kind, line = self.anchor
+        art, cell = self.result.artifacts, getattr(self.result, "cell", None)
+        assembly = kind in ("ptx", "sass") or "ptx" in self.views or "sass" in self.views
+        built = art.line_map is not None and art.line_map.assembly
+        if assembly and not built and kind not in ("ptx", "sass"):
+            self._show(art.line_map_for(cell, assembly=False).select(kind, line))  # before the compile
+        self._show(art.line_map_for(cell, assembly=assembly).select(kind, line))
+
+    def _show(self, chosen: dict[str, list[int]]) -> None:
+        for kind, view in self.views.items():
+            lines = chosen.get(kind, [])
+            if kind == "cell":
+                lines = [n - self.start + 1 for n in lines if n >= self.start]
+            view.highlighted = lines
+
+
 class KernelPanel(widgets.VBox):
-    """Header + tabs for one CellResult (duck-typed: name, kernel, artifacts, source, run)."""
+    """Header + tabs for one CellResult (duck-typed: name, kernel, artifacts, source, run; cell)."""
 
     def __init__(self, result: Any) -> None:
         self.result = result
         art = result.artifacts
+        self.links = links = LineLinks(result)
         self._builders: list[Callable[[], widgets.Widget]] = [
-            lambda: _code(result.source, "python", "Source", "no source"),
+            lambda: links.attach("cell", _code(result.source, "python", "Source", "no source")),
             lambda: _code(art.tir, "tir", "TIR", "no TIR"),
             lambda: _code(art.device_tir, "tir", "Lowered TIR", _why(art, "device_tir")),
-            lambda: _code(without_line_directives(art.cuda_source), "cuda", "CUDA", _why(art, "cuda")),
-            lambda: _code(art.ensure_ptx(), "ptx", "PTX", _why(art, "ptx")),
-            lambda: _sass(art),
+            lambda: links.attach(
+                "cuda", _code(without_line_directives(art.cuda_source), "cuda", "CUDA", _why(art, "cuda"))
+            ),
+            self._ptx,
+            lambda: _sass(art, links),
             self._resources,
             self._layouts,
             lambda: widgets.HTML(run_html(result.run)),
@@ -178,6 +238,14 @@ class KernelPanel(widgets.VBox):
         head, rest = summary[0], summary[1:]
         lines = "".join(_header_line(line.strip()) for line in rest)
         return f"{style()}<div class='tilebench-header'><b>{html.escape(head)}</b>{lines}</div>"
+
+    def _ptx(self) -> widgets.Widget:
+        """The PTX with `.loc` lines, linked to the other views; else the cubin's copy (or nvcc's)."""
+        art = self.result.artifacts
+        lined = art.ensure_line_info()
+        if lined:
+            return self.links.attach("ptx", _code(lined, "ptx", "PTX", ""))
+        return _code(art.ensure_ptx(), "ptx", "PTX", _why(art, "ptx"))
 
     def _resources(self) -> widgets.Widget:
         art = self.result.artifacts

@@ -20,6 +20,8 @@ function render({ model, el }) {
   let marked = new Map(); // line element -> its HTML before marking
   let timer = null;
   let texts = [];         // each line's text, lower case (read from the DOM once per render)
+  let lit = [];           // the line elements marked as highlighted
+  let revealPending = false; // highlighted lines to scroll to once the view is shown
 
   function clearMarks() {
     for (const [line, html] of marked) line.innerHTML = html;
@@ -100,6 +102,48 @@ function render({ model, el }) {
     if (hits.length) select(0); else showCount();
   }
 
+  function shown() {
+    return scroller.clientHeight > 0 && el.getClientRects().length > 0;
+  }
+
+  function inView(line) {
+    const box = line.getBoundingClientRect(), view = scroller.getBoundingClientRect();
+    return box.bottom > view.top && box.top < view.bottom;
+  }
+
+  // Scroll the first highlighted line into the view, unless one is in it already (the line just
+  // clicked); a hidden view (a tab not shown) does it when it is next shown.
+  function revealLit() {
+    revealPending = false;
+    if (!lit.length) return;
+    if (!shown()) { revealPending = true; return; }
+    if (lit.some(inView)) return;
+    const box = lit[0].getBoundingClientRect(), view = scroller.getBoundingClientRect();
+    scroller.scrollTop += box.top - view.top - scroller.clientHeight / 3;
+  }
+
+  function light() {
+    for (const line of lit) line.classList.remove("tb-lit");
+    const lines = src.children;
+    lit = (model.get("highlighted") || []).map((n) => lines[n - 1]).filter(Boolean);
+    for (const line of lit) line.classList.add("tb-lit");
+    revealLit();
+  }
+
+  function linked() {
+    const on = Boolean(model.get("clickable"));
+    el.classList.toggle("tb-linked", on);
+    title.title = on ? "click a line: the lines it came from or became are highlighted in the other tabs" : "";
+  }
+
+  function clicked(event) {
+    if (!model.get("clickable") || String(window.getSelection ? window.getSelection() : "")) return;
+    const line = event.target.closest ? event.target.closest(".tbl") : null;
+    if (!line || line.parentNode !== src) return;
+    model.set("clicked_line", Array.prototype.indexOf.call(src.children, line) + 1);
+    model.save_changes();
+  }
+
   function header() {
     const lines = src.children.length;
     title.textContent = model.get("title");
@@ -113,6 +157,8 @@ function render({ model, el }) {
     src.style.setProperty("--tb-gutter", `${Math.max(2, String(src.children.length).length)}ch`);
     header();
     if (find.value) search(); else { hits = []; current = -1; showCount(); }
+    lit = [];
+    light();
   }
 
   function fallbackCopy(text) {
@@ -165,13 +211,24 @@ function render({ model, el }) {
   $(".tb-next").addEventListener("click", () => select(current + 1));
   $(".tb-prev").addEventListener("click", () => select(current - 1));
   copyButton.addEventListener("click", copy);
+  src.addEventListener("click", clicked);
+  const watcher = new IntersectionObserver((entries) => {
+    if (revealPending && entries.some((entry) => entry.isIntersecting)) revealLit();
+  });
+  watcher.observe(scroller);
   model.on("change:html", show);
   model.on("change:title change:language", header);
+  model.on("change:highlighted", light);
+  model.on("change:clickable", linked);
+  linked();
   show();
   return () => {
     clearTimeout(timer);
+    watcher.disconnect();
     model.off("change:html", show);
     model.off("change:title change:language", header);
+    model.off("change:highlighted", light);
+    model.off("change:clickable", linked);
   };
 }
 
