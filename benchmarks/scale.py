@@ -16,7 +16,7 @@
    best that re-times at 0.97x or better arrived. (Timed in the run, against cuBLAS timed once before it,
    the ratios read some percent low: the GPU's clocks drift over a long search.)
 3. On a GPU: configs measured per second on 1, 2 (, 4) GPUs, local lanes and Dask GPU workers
-   (benchmarks/_gpu_throughput.py; its own table, "scale_gpus"). Target: >= 1.8x on two GPUs.
+   (benchmarks/_gpu_throughput.py; its own table, "scale_gpus"). Targets: >= 1.8x on two GPUs, >= 3.6x on four.
 Usage: python benchmarks/scale.py [--counts 1,2,4,8,16] [--per-worker 4] [--budget 120] [--sample 64]
        [--parts compile,cublas,gpus] [--skip-gpu]
 """

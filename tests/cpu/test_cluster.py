@@ -144,6 +144,21 @@ def test_the_compile_server_of_a_dask_worker_runs_without_the_nanny_s_malloc_tri
         assert cache is not None  # and the server has the rest of the worker's environment
 
 
+def test_wait_until_ready_returns_once_every_worker_s_compile_server_has_tilelang(client):
+    from tilebench.cluster.client import wait_until_ready
+
+    wait_until_ready(client)
+
+    def server_has_tilelang():
+        from multiprocessing import forkserver
+
+        pid = forkserver._forkserver._forkserver_pid
+        with open(f"/proc/{pid}/maps") as f:
+            return "tilelang" in f.read()
+
+    assert set(client.run(server_has_tilelang).values()) == {True}
+
+
 def tb_compile_only():
     from tilebench.tuner.dispatch import COMPILE_ONLY
 

@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from tilebench.cluster.errors import ClusterError
-from tilebench.cluster.tasks import worker_versions
+from tilebench.cluster.tasks import worker_ready, worker_versions
 from tilebench.tuner.dispatch import resolve_devices
 
 CONNECT_TIMEOUT_S = 10.0  # to reach the scheduler, and for a scheduler without workers to get one
@@ -81,6 +81,20 @@ def check_versions(client: Any) -> None:
         if differ:
             what = ", ".join(f"{k} {ours} here, {other} there" for k, (ours, other) in differ.items())
             raise ClusterError(f"cluster: the Dask worker {address} runs other versions ({what})")
+
+
+def wait_until_ready(client: Any) -> None:
+    """Return once every worker of `client` is warm: its compile server has imported tilelang, and a GPU
+    worker's benchmark worker holds its CUDA context. A tune on a cluster started a moment ago would
+    otherwise spend its first seconds waiting for them (their start is not the configs' fault)."""
+    try:
+        ready = client.run(worker_ready, wait=True, on_error="return")
+    except TypeError:  # distributed before on_error
+        ready = client.run(worker_ready)
+    failed = {address: result for address, result in ready.items() if result is not True}
+    if failed:
+        what = "; ".join(f"{address}: {result}" for address, result in sorted(failed.items()))
+        raise ClusterError(f"cluster: workers not ready ({what})")
 
 
 def _local_cluster() -> Any:

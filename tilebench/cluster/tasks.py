@@ -143,6 +143,28 @@ def _without_nanny_malloc_trim() -> Iterator[None]:
             os.environ[name] = saved
 
 
+def worker_ready() -> bool:
+    """Prepare this Dask worker and wait until its compile server has imported tilelang (and, on a GPU
+    worker, its benchmark worker has opened its CUDA context); False when the benchmark worker cannot
+    start. Run on every worker by client.wait_until_ready."""
+    from tilebench.workers import server
+
+    gpu = bool(_total_resources().get("GPU"))
+    prepare_worker(gpu=gpu)
+    server.wait_ready()
+    return shared_worker(0).wait_ready() if gpu else True
+
+
+def _total_resources() -> dict[str, Any]:
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):
+        return {}
+    return dict(getattr(getattr(worker, "state", worker), "total_resources", None) or {})
+
+
 def worker_address() -> str:
     """This Dask worker's address (the host name outside a worker)."""
     try:
