@@ -32,11 +32,13 @@ class Clock:
         self.times: list[float] = []
         self.devices: list[int | None] = []
         self.statuses: list[str] = []
+        self.bench_s: list[float] = []  # the benchmark worker's time on each config
 
     def on_record(self, record) -> None:
         self.times.append(time.monotonic())
         self.devices.append(record.device)
         self.statuses.append(record.status)
+        self.bench_s.append(record.extra.get("bench_s") or 0.0)
 
     def rate(self) -> float | None:
         """Configs per second between the first record and the last."""
@@ -46,14 +48,19 @@ class Clock:
 
     def timeline(self) -> str:
         """Per GPU: its records, its first and last record in seconds after the run's first, its own rate
-        (a GPU that starts late or idles shows here, not in the overall rate alone)."""
+        and its benchmark worker's mean seconds per config (a GPU that starts late shows here; time between
+        configs spent outside the benchmark worker is its rate's inverse minus that mean)."""
         if not self.times:
             return ""
         start, parts = self.times[0], []
         for device in sorted({d for d in self.devices if d is not None}):
             times = [t - start for t, d in zip(self.times, self.devices) if d == device]
+            busy = [b for b, d in zip(self.bench_s, self.devices) if d == device]
             rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else 0
-            parts.append(f"{device}: {len(times)} in {times[0]:.2f}-{times[-1]:.2f} s ({rate:.1f}/s)")
+            parts.append(
+                f"{device}: {len(times)} in {times[0]:.2f}-{times[-1]:.2f} s ({rate:.1f}/s, "
+                f"worker {1000 * sum(busy) / len(busy):.0f} ms each)"
+            )
         return "; ".join(parts)
 
 

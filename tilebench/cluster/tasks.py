@@ -21,7 +21,6 @@ import multiprocessing
 import os
 import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,18 +114,18 @@ def prepare_worker(gpu: bool = False) -> None:
 
             settings.reload()  # Dask's Nanny sets the worker's env (env=, nanny.environ) after imports ran
             prepare_environment()
-            with _without_nanny_malloc_trim():
-                start_workers(prebuild=True, prestart=False)  # the server; each task thread has its own pool
+            _drop_nanny_malloc_trim()
+            start_workers(prebuild=True, prestart=False)  # the server; each task thread has its own pool
             _ready = True
     if gpu:
         start_workers([0], prestart=False)  # the server runs: only a benchmark worker that is gone starts
 
 
-@contextlib.contextmanager
-def _without_nanny_malloc_trim() -> Iterator[None]:
-    """Hide, while the block starts the compile server, the MALLOC_TRIM_THRESHOLD_ that Dask's Nanny sets
-    for its worker (distributed.nanny.pre-spawn-environ; a value other than Dask's is kept). Handing freed
-    memory back at once suits a long-lived data worker, but it made each compile 15-20% slower."""
+def _drop_nanny_malloc_trim() -> None:
+    """Keep the MALLOC_TRIM_THRESHOLD_ that Dask's Nanny sets for its worker
+    (distributed.nanny.pre-spawn-environ; a value other than Dask's is kept) out of this worker's children:
+    the compile server and the benchmark worker. Handing freed memory back at once suits a long-lived data
+    worker, but it made each compile 15-20% slower. The worker itself keeps it: glibc read it at start."""
     try:
         import dask
 
@@ -134,13 +133,8 @@ def _without_nanny_malloc_trim() -> Iterator[None]:
     except ImportError:
         nanny = {}
     name = "MALLOC_TRIM_THRESHOLD_"
-    hide = name in nanny and os.environ.get(name) == str(nanny[name])
-    saved = os.environ.pop(name) if hide else None
-    try:
-        yield
-    finally:
-        if saved is not None:
-            os.environ[name] = saved
+    if name in nanny and os.environ.get(name) == str(nanny[name]):
+        del os.environ[name]
 
 
 def worker_ready() -> bool:
