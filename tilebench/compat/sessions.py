@@ -15,16 +15,16 @@ from tilebench.views.dashboard import TextProgress, TuneDashboard, in_notebook
 
 
 def open_session(
-    jit: TunableKernel, space: Any, options: TuneOptions, also: Sequence[Any] = ()
+    jit: TunableKernel, space: Any, options: TuneOptions, also: Sequence[Any] = (), bucket: str | None = None
 ) -> TuneSession:
-    """The session for `options` (plus the observers `also`, after the progress it shows); a cluster is
-    reached here, before anything is stored."""
+    """The session for `options` (plus the observers `also`, after the progress it shows) tuning the
+    shape bucket `bucket` (None: the call); a cluster is reached here, before anything is stored."""
     executor, machine = make_executor(options)
 
     def observers(kernel: str, params: dict[str, list], total: int | None) -> list[Any]:
         return [*default_observers(options.progress, kernel, params, total), *also]
 
-    return TuneSession(jit, space, options, executor, machine, observers)
+    return TuneSession(jit, space, options, executor, machine, observers, bucket)
 
 
 def make_executor(options: TuneOptions) -> tuple[Executor, dict[str, str] | None]:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from tilebench.compat.sessions import open_session
+from tilebench.compat.shape_routes import BucketTuning, ShapeRoutes, open_positions
 from tilebench.compiler.runtime import has_gpu
 from tilebench.kernel.binder import freeze_key
 from tilebench.kernel.describe import describe_value
@@ -98,6 +99,10 @@ class AutoTuned:
         self.do_not_specialize: tuple[str, ...] = ()  # tilelang's option; records key every argument
         self.__name__ = jit.__name__
         self.__doc__ = jit.__doc__
+        self.shapes: ShapeRoutes | None = None  # with tune_options key=: the buckets and their routes
+        static = isinstance(configs, (list, tuple)) and configs and all(isinstance(c, dict) for c in configs)
+        self._tuned_names = frozenset().union(*configs) if static else None  # None: configs vary by call
+        self._open = open_positions(_signature(jit), set(self._tuned_names or ()))
 
     # --- what the magic and tilelang's AutoTuneImpl users read ---------------------------------
 
@@ -175,6 +180,8 @@ class AutoTuned:
         tuned = set().union(*configs)
         if self._given_tuned(tuned, args, kwargs):
             return args, kwargs, None
+        if self.tune_options.key is not None:
+            return self._best_of_bucket(args, kwargs, configs, tuned)
         key = freeze_key(
             [[describe_value(a) for a in args], sorted((k, describe_value(v)) for k, v in kwargs.items())]
         )
@@ -193,6 +200,53 @@ class AutoTuned:
                 "see .tune_result.records"
             )
         return *call, (result, chosen_config(configs, call[1]))
+
+    def _shapes(self) -> ShapeRoutes:
+        if self.shapes is None:
+            self.shapes = ShapeRoutes(self.jit, self.tune_options, _signature(self.jit))
+        return self.shapes
+
+    def _best_of_bucket(
+        self, args: tuple, kwargs: dict, configs: list[dict], tuned: set[str], force: bool = False
+    ) -> tuple[tuple, dict, tuple[TuneResult, dict] | None]:
+        """The call under the best config of this call's shape bucket, tuning the bucket first when it is
+        new (or `force`), or borrowing the nearest tuned bucket's when the options say so."""
+        shapes = self._shapes()
+        bucket = shapes.key(args, kwargs)
+        tuning = None if force else shapes.known(bucket)
+        if tuning is None:
+            calls = [(args, {**kwargs, **config}) for config in configs]
+            self._announce(len(calls), tuned)
+            also = [] if has_gpu() else [FirstCompiled()]
+            result = tune_calls(self.jit, calls, self.tune_options, also, bucket=shapes.label(bucket))
+            best = result.best_args
+            call = (best.args, best.kwargs) if best is not None else compile_only_stand_in(result)
+            if call is None:
+                raise RuntimeError(
+                    f"autotune: no config of {self.__name__} ran correctly in the bucket "
+                    f"{shapes.label(bucket)} ({result.num_errors} failed); see .tune_result.records"
+                )
+            tuning = shapes.tunings[bucket] = BucketTuning(result, chosen_config(configs, call[1]))
+            self.tune_result = result
+        chosen = (tuning.result, tuning.config) if tuning.result is not None else None
+        if self._tuned_names is not None:
+            shapes.add_route(bucket, tuning.config, lambda out, c=chosen: self._with_tuning(out, c))
+        return args, {**kwargs, **tuning.config}, chosen
+
+    def tune_bucket(self, *args: Any, **kwargs: Any) -> TuneResult:
+        """Tune the shape bucket of this call now (tune_options key=), even one tuned or borrowed before."""
+        if self.tune_options.key is None:
+            raise ValueError(f"{self.__name__}.tune_bucket: give tune_options key=[...] to tune by bucket")
+        configs = self._configs_for(args, kwargs)
+        self._best_of_bucket(args, kwargs, configs, set().union(*configs), force=True)
+        assert self.tune_result is not None
+        return self.tune_result
+
+    @property
+    def buckets(self) -> dict[str, dict[str, Any]]:
+        """Each shape bucket seen (tune_options key=): its best config, latency (ms), and the bucket it
+        borrows its config from while not tuned itself."""
+        return self.shapes.table() if self.shapes is not None else {}
 
     def _given_tuned(self, tuned: set[str], args: tuple, kwargs: dict) -> bool:
         """True when the call names a tuned parameter (by keyword or position); a tuned parameter it
@@ -230,6 +284,17 @@ class AutoTuned:
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        shapes = self.shapes
+        # a route exists only for static configs, so _tuned_names is a set there
+        if (
+            shapes is not None
+            and shapes.routes
+            and len(args) <= self._open
+            and not self._tuned_names & kwargs.keys()
+        ):
+            route = shapes.route(args, kwargs)  # a known bucket: one lookup
+            if route is not None:
+                return route(*args, **kwargs)
         call_args, call_kwargs, chosen = self._best(args, kwargs)
         jit, call_kwargs = kernel_for_call(self.jit, call_kwargs)
         return self._with_tuning(jit(*call_args, **call_kwargs), chosen)
@@ -309,7 +374,11 @@ def reference_latency(kernel: Any, options: TuneOptions) -> float | None:
 
 
 def tune_calls(
-    jit: TunableKernel, calls: list[tuple[tuple, dict]], options: TuneOptions, also: Iterable[Any] = ()
+    jit: TunableKernel,
+    calls: list[tuple[tuple, dict]],
+    options: TuneOptions,
+    also: Iterable[Any] = (),
+    bucket: str | None = None,
 ) -> TuneResult:
     space = Space.from_configs(
         [dict(kwargs) if not args else (args, kwargs) for args, kwargs in calls],
@@ -317,7 +386,7 @@ def tune_calls(
         constraint=options.constraint,
         names=KernelNames.of(jit),
     )
-    return open_session(jit, space, options, list(also)).run()
+    return open_session(jit, space, options, list(also), bucket).run()
 
 
 def autotune(

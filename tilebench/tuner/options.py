@@ -12,6 +12,7 @@ from typing import Any
 from tilebench.measure.inputs import SUPPLY_TYPES
 from tilebench.measure.timer import TIMING_BACKENDS
 from tilebench.store import RecordStore
+from tilebench.tuner.buckets import check_key_options
 from tilebench.tuner.dispatch import check_devices
 from tilebench.tuner.executor import check_cluster_option
 from tilebench.tuner.strategies import STRATEGIES
@@ -51,11 +52,18 @@ class TuneOptions:
     device: int | None = None  # one GPU: the same as devices=[device]
     cluster: Any = None  # a Dask cluster: a distributed.Client, a scheduler address, or "local"
     progress: Any = "auto"  # "auto", None or False (none), or observers (on_start, on_record, ...)
+    # autotune: tune once per bucket of these arguments' values (tuner/buckets.py); None: once per call
+    key: Any = None
+    buckets: Any = "exact"  # "exact", "pow2", or a callable rounding each whole number
+    on_new_bucket: str = (
+        "tune"  # a call in a bucket not tuned yet: "tune", or "nearest" tuned bucket's config
+    )
 
     def __post_init__(self) -> None:
         """Every field checked as it is set: a wrong one is a TypeError or ValueError naming it."""
         for check in (_check_search, _check_numbers, _check_callables, _check_choices, _check_places):
             check(self)
+        check_key_options(self.key, self.buckets, self.on_new_bucket)
 
 
 def _positive(value: Any, finite: bool = True) -> bool:

@@ -52,6 +52,7 @@ class TuneResult:
     resumed: int  # configs answered from earlier runs instead of measured again
     make_call: Callable[[dict], tuple[tuple, dict]] = dataclasses.field(repr=False)
     compile_best: Callable[[CallArgs], Any] | None = dataclasses.field(default=None, repr=False)
+    bucket: str | None = None  # the shape bucket tuned (tune_options key=), as people read it
 
     @property
     def ok_records(self) -> list[Any]:

@@ -54,10 +54,12 @@ class TuneSession:
         executor: Executor,
         machine: dict[str, str] | None,
         observers: ObserversFor | None = None,
+        bucket: str | None = None,
     ) -> None:
         """`executor` compiles and measures, on GPUs described by `machine` (None: compile-only);
-        `observers` makes the run's observers once its space is known (the caller's dashboard)."""
-        self.jit, self.space, self.options = jit, space, options
+        `observers` makes the run's observers once its space is known (the caller's dashboard); `bucket`
+        names the shape bucket this run tunes (stored with the run's key parts, shown beside its name)."""
+        self.jit, self.space, self.options, self.bucket = jit, space, options, bucket
         self.name = jit.__name__
         self.target = resolve_target(jit.options.target_dict_or_str())
         self.target_text = describe_target(self.target)
@@ -76,14 +78,15 @@ class TuneSession:
     def run(self) -> TuneResult:
         strategy = get_strategy(self.options.strategy)
         total, params = self.space.count(), dict(self.space.params)
-        observers = Observers(self.make_observers(self.name, params, total) if self.make_observers else [])
+        shown = f"{self.name} [{self.bucket}]" if self.bucket else self.name
+        observers = Observers(self.make_observers(shown, params, total) if self.make_observers else [])
         run_id = self._start_run(strategy, params, total)
         started = time.monotonic()
         recorder = RunRecorder(self.store, run_id)
         observers.on_run(run_id)
         run = _Run(recorder, observers, recorder.stop_check(observers), self._known())
         self.executor.start()  # workers warm up (tilelang, CUDA contexts) while the first batch elaborates
-        observers.on_start(self.name, params, total)
+        observers.on_start(shown, params, total)
         observers.on_constraint(self.space.allows if self.space.constraint is not None else None)
         status = self._search(strategy, run)
         if status == "stopped":
@@ -101,6 +104,7 @@ class TuneSession:
             resumed=self.resumed,
             make_call=self.space.call_for,
             compile_best=lambda call: compile_call(self.jit, call.args, call.kwargs),
+            bucket=self.bucket,
         )
 
     def _start_run(self, strategy: Any, params: dict, total: int | None) -> int:
@@ -108,7 +112,7 @@ class TuneSession:
         return self.store.start_run(
             self.name,
             key=self.key,
-            key_parts=key.parts(),
+            key_parts={**key.parts(), "bucket": self.bucket} if self.bucket else key.parts(),
             source_hash=key.kernel_source,
             signature=key.signature,
             target=self.target_text,
