@@ -38,6 +38,7 @@ _LAZY = {
     "RecordStore": "tilebench.store",
     "has_gpu": "tilebench.compiler.runtime",
     "compare": "tilebench.views.diff",
+    "roofline": "tilebench.views.roofline",
     "bench": "tilebench.measure.timer",
     "warm_up": "tilebench.workers.warm",
 }
