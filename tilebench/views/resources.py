@@ -63,29 +63,29 @@ def resources_html(
         return "<p><i>no resource figures</i></p>"
     r = resources
     spills = (r.spill_store_bytes or 0) + (r.spill_load_bytes or 0)
-    registers = _value(r.registers_per_thread)
+    registers = shown_value(r.registers_per_thread)
     if r.registers_per_thread is None and registers_unknown:
         registers = f"unknown: {registers_unknown}"
     rows = [
         ("registers / thread", registers),
-        ("shared memory", _smem(r.smem_bytes, r.static_smem_bytes, r.dynamic_smem_bytes)),
+        ("shared memory", shown_smem(r.smem_bytes, r.static_smem_bytes, r.dynamic_smem_bytes)),
         (
             "spills",
-            f"store {_bytes(r.spill_store_bytes)} · load {_bytes(r.spill_load_bytes)}",
+            f"store {shown_bytes(r.spill_store_bytes)} · load {shown_bytes(r.spill_load_bytes)}",
             spills > 0,
         ),
         (
             "stack frame",
-            f"{_bytes(r.stack_frame_bytes)} / thread" if r.stack_frame_bytes is not None else MISSING,
+            f"{shown_bytes(r.stack_frame_bytes)} / thread" if r.stack_frame_bytes is not None else MISSING,
         ),
-        ("barriers", _value(r.barriers)),
+        ("barriers", shown_value(r.barriers)),
         (
             "threads / block",
-            threads_note(r.threads_per_block, threads_asked, arch) or _value(r.threads_per_block),
+            threads_note(r.threads_per_block, threads_asked, arch) or shown_value(r.threads_per_block),
         ),
-        ("block", _dims(r.block)),
-        ("grid", _dims(r.grid) if r.grid is not None else _symbolic_grid(r.launch)),
-        ("occupancy", _occupancy(r.occupancy_blocks_per_sm, r.occupancy_limiter)),
+        ("block", shown_dims(r.block)),
+        ("grid", shown_dims(r.grid) if r.grid is not None else shown_symbolic_grid(r.launch)),
+        ("occupancy", shown_occupancy(r.occupancy_blocks_per_sm, r.occupancy_limiter)),
     ]
     body = "".join(_row(*row) for row in rows)
     return f"{_CSS}<table class='tb-res'>{body}</table>"
@@ -96,11 +96,11 @@ def _row(name: str, value: str, warn: bool = False) -> str:
     return f"<tr><th>{html.escape(name)}</th><td{cls}>{html.escape(value)}</td></tr>"
 
 
-def _value(value: Any) -> str:
+def shown_value(value: Any) -> str:
     return MISSING if value is None else str(value)
 
 
-def _bytes(value: int | None) -> str:
+def shown_bytes(value: int | None) -> str:
     return MISSING if value is None else f"{value} B"
 
 
@@ -110,15 +110,15 @@ def _kib(value: int | None) -> str:
     return f"{value / 1024:.1f} KiB" if value % 1024 else f"{value // 1024} KiB"
 
 
-def _smem(total: int | None, static: int | None, dynamic: int | None) -> str:
+def shown_smem(total: int | None, static: int | None, dynamic: int | None) -> str:
     return f"{_kib(total)} (static {_kib(static)} · dynamic {_kib(dynamic)})"
 
 
-def _dims(dims: Sequence[int] | None) -> str:
+def shown_dims(dims: Sequence[int] | None) -> str:
     return MISSING if not dims else " × ".join(str(dim) for dim in dims)
 
 
-def _symbolic_grid(launch: dict[str, str] | None) -> str:
+def shown_symbolic_grid(launch: dict[str, str] | None) -> str:
     """The grid from the launch extents as TIR prints them (symbolic when shapes are dynamic)."""
     extents = [(tag, (launch or {}).get(tag)) for tag in _GRID_TAGS]
     if not any(value for _, value in extents):
@@ -126,7 +126,7 @@ def _symbolic_grid(launch: dict[str, str] | None) -> str:
     return " × ".join(value if value is not None else "1" for _, value in extents)
 
 
-def _occupancy(blocks: int | None, limiter: str | None) -> str:
+def shown_occupancy(blocks: int | None, limiter: str | None) -> str:
     if blocks is None:
         return MISSING
     text = f"{blocks} block{'s' if blocks != 1 else ''} / SM"
