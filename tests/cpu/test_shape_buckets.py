@@ -135,3 +135,21 @@ def test_the_dashboard_and_progress_see_each_run_s_bucket(tmp_path):
     with pytest.warns(UserWarning, match="compile-only"):
         tuned(200)
     assert started.names == ["copy [N<=128]", "copy [N<=256]"]
+
+
+def test_autotuner_tunes_each_bucket_once_across_its_runs(tmp_path):
+    from tilebench.compat.autotuner import AutoTuner
+
+    store = tmp_path / "r.sqlite"
+    tuner = AutoTuner.from_kernel(copy_kernel(), CONFIGS).set_tune_options(
+        key=["N"], buckets="pow2", store=store, progress=None
+    )
+    tuner.set_kernel_parameters(((1000,), {}))
+    with pytest.warns(UserWarning, match="compile-only"):
+        first = tuner.run()
+    tuner.set_kernel_parameters(((1024,), {}))
+    second = tuner.run()  # the same bucket: its config, no tune
+    assert len(RecordStore(store).runs()) == 1
+    assert second.config == first.config and "Tensor[(1024), float32]" in repr(second.kernel)
+    with pytest.raises(ValueError, match="buckets must be one of exact, pow2"):
+        tuner.set_tune_options(key=["N"], buckets="pow3")

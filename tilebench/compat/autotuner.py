@@ -15,7 +15,9 @@ from typing import Any
 
 from tilebench.compat.adopt import adopt
 from tilebench.compat.jit import jit
+from tilebench.compat.shape_routes import BucketTuning, ShapeRoutes
 from tilebench.compat.tuning import (
+    _signature,
     chosen_config,
     compile_only_stand_in,
     make_options,
@@ -79,6 +81,8 @@ class AutoTuner:
         self.compile_args: dict[str, Any] = {}
         self.profile_args: dict[str, Any] = {}
         self.options: Any = None  # TuneOptions set by a decorator's get_tunner()
+        self.tune_args: dict[str, Any] = {}  # set_tune_options
+        self.shapes: ShapeRoutes | None = None  # with the option key: the shape buckets tuned so far
         self.call: tuple[tuple, dict] = ((), {})
         self.ref_latency_cache: float | None = None
         self.jit_compile: Callable[..., Any] | None = None
@@ -158,15 +162,25 @@ class AutoTuner:
 
         if self.options is not None:
             return self.options
-        return make_options(**{**self.profile_args, "warmup": warmup, "rep": rep, "timeout_s": timeout})
+        given = {**self.profile_args, "warmup": warmup, "rep": rep, "timeout_s": timeout, **self.tune_args}
+        return make_options(**given)
 
     def generate_cache_key(self, parameters: dict[str, Any], extra_parameters: dict[str, Any]) -> str:
         """The tuning key of this kernel (records are stored and resumed under it)."""
 
         return config_hash({"kernel": self._kernel().source, "parameters": canonical_json(parameters)})
 
+    def set_tune_options(self, **options: Any) -> AutoTuner:
+        """tilebench's tuning options beyond tilelang's profile arguments (strategy, max_configs, store,
+        key, buckets, on_new_bucket, ...), checked here by name."""
+        make_options(**{**self.profile_args, **options})  # a bad option fails here, naming itself
+        self.tune_args = dict(options)
+        return self
+
     def run(self, warmup: float = 25, rep: float = 100, timeout: float = 30, **_: Any) -> AutotuneResult:
-        """Tune every config; records go to the store (a second run answers from it)."""
+        """Tune every config; records go to the store (a second run answers from it). With the tuning
+        option `key`, a call in a shape bucket tuned by an earlier run of this tuner takes that bucket's
+        best config and tunes nothing."""
 
         kernel = self._kernel()
         args, kwargs = self.call
@@ -175,17 +189,31 @@ class AutoTuner:
         if not configs or not all(isinstance(c, dict) for c in configs):
             raise TypeError(f"AutoTuner: configs for {kernel.__name__} must be a non-empty list of dicts")
         options = self._options(warmup, rep, timeout)
-        tuned = tune_calls(kernel, [(args, {**kwargs, **c}) for c in configs], options)
-        best = tuned.best_args
-        call = (best.args, best.kwargs) if best is not None else compile_only_stand_in(tuned)
-        if call is None:
-            raise RuntimeError(
-                f"Auto-tuning failed: no config of {kernel.__name__} compiled and passed its check "
-                f"({tuned.num_errors} failed); see result.records of tb.records(kernel={kernel.__name__!r})"
-            )
+        bucket, tuning = self._bucket(kernel, options)
+        if tuning is not None:  # tuned by an earlier run, or borrowed from the nearest bucket that was
+            assert self.shapes is not None
+            source = tuning if tuning.borrowed_from is None else self.shapes.tunings[tuning.borrowed_from]
+            tuned, config = source.result, tuning.config
+            call: tuple | None = (args, {**kwargs, **config})
+        else:
+            label = self.shapes.label(bucket) if self.shapes is not None else None
+            tuned = tune_calls(kernel, [(args, {**kwargs, **c}) for c in configs], options, bucket=label)
+            best = tuned.best_args
+            call = (best.args, best.kwargs) if best is not None else compile_only_stand_in(tuned)
+            if call is None:
+                raise RuntimeError(
+                    f"Auto-tuning failed: no config of {kernel.__name__} compiled and passed its check "
+                    f"({tuned.num_errors} failed); see result.records of tb.records(kernel={kernel.__name__!r})"
+                )
+            config = chosen_config(configs, call[1])
+            if self.shapes is not None:
+                self.shapes.tunings[bucket] = BucketTuning(tuned, config)
         compiled = compile_call(kernel, *call)
-        ref_latency = self._ref_latency(compiled, options) if best is not None else None
-        record_tuning(compiled, tuned, chosen_config(configs, call[1]), options, ref_latency)
+        assert tuned is not None
+        timed = tuned.best_record is not None
+        record_tuning(
+            compiled, tuned, config, options, self._ref_latency(compiled, options) if timed else None
+        )
         return AutotuneResult(
             config=compiled.config,
             libcode=compiled.get_kernel_source(),
@@ -193,6 +221,16 @@ class AutoTuner:
             kernel=compiled,
             tune_result=tuned,
         )
+
+    def _bucket(self, kernel: Any, options: Any) -> tuple[Any, BucketTuning | None]:
+        """With the option `key`: this call's shape bucket and what an earlier run tuned it to (or the
+        nearest tuned bucket's, when so asked); (None, None) without it."""
+        if options.key is None:
+            return None, None
+        if self.shapes is None:
+            self.shapes = ShapeRoutes(kernel, options, _signature(kernel))
+        bucket = self.shapes.key(*self.call)
+        return bucket, self.shapes.known(bucket)
 
     def _ref_latency(self, kernel: Any, options: Any) -> float | None:
         """The reference's time on the profiler's inputs (tilelang's `ref_latency`), measured once."""
