@@ -166,8 +166,24 @@ def test_sass_is_preferred_when_both_kernels_have_it(stages):
     assert shown["tensor core"] == shown["memory: TMA"] == shown["memory: global"] == 1
     assert shown["control (branch, barrier)"] == 3 and shown["other"] == 1 and shown["total"] == 7
     assert not any(row.differs for row in section.rows)
-    mixed = tb.compare(cells[0], stages[1]).sections["instruction mix"]
-    assert mixed.title == "instruction mix (PTX)"
+    without = dataclasses.replace(stages[1].artifacts(), sass=None)
+    mixed = tb.compare(cells[0], CellResult(cell="", kernels={}, name="main", artifacts=without))
+    assert mixed.sections["instruction mix"].title == "instruction mix (PTX)"
+
+
+def test_the_real_sass_mix_counts_what_nvdisasm_printed(stages):
+    """With nvdisasm (the test extra's nvidia-cuda-nvdisasm): the kernels' own SASS, code only."""
+    from tilebench.inspect.artifacts import find_cuda_tool
+
+    if find_cuda_tool("nvdisasm") is None:
+        pytest.skip("needs nvdisasm (pip install nvidia-cuda-nvdisasm, in the test extra)")
+    sass = [kernel.artifacts().sass for kernel in stages]
+    assert all(text and ".debug_line" not in text for text in sass)
+    section = tb.compare(*stages).sections["instruction mix"]
+    assert section.title == "instruction mix (SASS)"
+    row = section.row("tensor core")
+    counted = [len(re.findall(r"\b(?:HGMMA|WARPGROUP)\.", text)) for text in sass]  # wgmma and its fences
+    assert [_count(row.a), _count(row.b)] == counted and min(counted) > 0
 
 
 def test_profile_metrics_where_an_object_carries_them(stages):

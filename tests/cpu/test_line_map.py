@@ -10,6 +10,7 @@ import pytest
 from compat_programs import PROGRAMS_DIR, load, run_as_cell
 from magic_cells import EAGER_GEMM
 
+from tilebench.inspect.artifacts import find_cuda_tool
 from tilebench.inspect.line_map import LineMap, shown_cuda, source_start
 from tilebench.kernel.tilelang_api import without_line_directives
 from tilebench.lab.templates import TEMPLATES
@@ -93,6 +94,27 @@ def test_the_gemm_cells_lines(gemm):
         assert line_map.select("cell", empty) == {"cell": [empty], "cuda": [], "ptx": [], "sass": []}
     check_round_trip(line_map)
     assert LineMap.from_dict(json.loads(json.dumps(line_map.to_dict()))) == line_map
+
+
+def test_the_gemm_cells_sass_lines(gemm):
+    """With nvdisasm (the test extra's nvidia-cuda-nvdisasm): T.gemm's cell line maps to the HGMMA
+    instructions, through the inlined-at notes of the library code wgmma comes from; SASS shows code only."""
+    if find_cuda_tool("nvdisasm") is None:
+        pytest.skip("needs nvdisasm (pip install nvidia-cuda-nvdisasm, in the test extra)")
+    art = gemm.artifacts
+    line_map = art.line_map_for(gemm.cell)
+    assert art.line_sass and ".debug_line" not in art.line_sass and ".debug_line" not in (art.sass or "")
+    sass = art.line_sass.splitlines()
+    (gemm_line,) = editor_lines(gemm.cell, "T.gemm(")
+    mapped = [sass[n - 1] for n in line_map.lines("sass", gemm_line)]
+    assert any("HGMMA" in line for line in mapped), mapped[:20]
+    hgmma = [n for n, line in enumerate(sass, start=1) if "HGMMA" in line]
+    owners = [line_map.cell_of("sass", n) for n in hgmma]
+    # ptxas schedules some HGMMAs of a step past a barrier's arrive, and nvdisasm then names the arrive's
+    # line (no cell line of its own): none is given to another cell line, most to T.gemm's
+    assert set(owners) <= {gemm_line, None} and owners.count(gemm_line) > len(owners) / 2, owners
+    (store,) = editor_lines(gemm.cell, "T.copy(C_l")
+    assert any("STG" in sass[n - 1] for n in line_map.lines("sass", store))
 
 
 def test_the_attention_templates_lines(attention):

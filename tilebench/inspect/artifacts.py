@@ -466,7 +466,7 @@ def _sass(cubin: bytes | None, library: str | None) -> str:
 
 def disassemble(cubin: bytes) -> str:
     """SASS of a cubin via nvdisasm, else cuobjdump; raises if neither is installed."""
-    tools = [(find_cuda_tool("nvdisasm"), []), (find_cuda_tool("cuobjdump"), ["--dump-sass"])]
+    tools = [(find_cuda_tool("nvdisasm"), ["--print-code"]), (find_cuda_tool("cuobjdump"), ["--dump-sass"])]
     tools = [(tool, args) for tool, args in tools if tool]
     if not tools:
         raise FileNotFoundError("neither nvdisasm nor cuobjdump is on PATH or under CUDA_HOME/bin")

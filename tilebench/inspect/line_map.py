@@ -490,7 +490,7 @@ def _disassemble_with_lines(nvdisasm: str, cubin: bytes) -> str:
         with open(path, "wb") as handle:
             handle.write(cubin)
         done = subprocess.run(
-            [nvdisasm, "--print-line-info", path], capture_output=True, text=True, timeout=120, check=False
+            [nvdisasm, "--print-code", "--print-line-info-inline", path], capture_output=True, text=True, timeout=120, check=False
         )
     if done.returncode != 0:
         raise RuntimeError(f"nvdisasm exited {done.returncode}: {done.stderr[-2000:]}")
