@@ -24,8 +24,8 @@ Sources of truth:
   cores; nvcc where NVRTC is not used). Its ``.loc`` lines name that source's lines, through
   ``inlined_at`` chains for the CUDA headers' inlined functions: each PTX line maps to a CUDA line, and
   so to that line's cell line. The PTX tab shows this PTX.
-- SASS: ``nvdisasm --print-line-info`` on the cubin of the same compile (only where nvdisasm is
-  installed; not tested on a machine without it) names the CUDA lines the same way.
+- SASS: ``nvdisasm --print-line-info-inline`` on the cubin of the same compile (where nvdisasm is
+  installed: the test extra's nvidia-cuda-nvdisasm) names the CUDA lines the same way.
 """
 
 from __future__ import annotations
@@ -275,7 +275,7 @@ def ptx_main_file(ptx: str) -> str | None:
 
 def sass_cuda_lines(sass: str, main_file: str | None, prefix: int) -> dict[int, int]:
     """SASS line (1-based) of ``nvdisasm --print-line-info`` -> shown CUDA line: the innermost frame of
-    each ``//## File`` note that is in the main file. Untested here: this machine has no nvdisasm."""
+    each ``//## File`` note that is in the main file (an inlined library line names its call site)."""
     if not main_file:
         return {}
     name = os.path.basename(main_file)
@@ -484,14 +484,13 @@ def _nvrtc_ptx(source: str, options: list[str], want_cubin: bool) -> tuple[str, 
 
 
 def _disassemble_with_lines(nvdisasm: str, cubin: bytes) -> str:
-    """``nvdisasm --print-line-info``: SASS with ``//## File "...", line N`` notes (untested here)."""
+    """SASS (code only) with ``//## File "...", line N [inlined at "...", line M]`` notes."""
     with tempfile.TemporaryDirectory(prefix="tilebench-lines-") as tmp:
         path = os.path.join(tmp, "kernel.cubin")
         with open(path, "wb") as handle:
             handle.write(cubin)
-        done = subprocess.run(
-            [nvdisasm, "--print-code", "--print-line-info-inline", path], capture_output=True, text=True, timeout=120, check=False
-        )
+        command = [nvdisasm, "--print-code", "--print-line-info-inline", path]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"nvdisasm exited {done.returncode}: {done.stderr[-2000:]}")
     return done.stdout
