@@ -153,3 +153,36 @@ def test_autotuner_tunes_each_bucket_once_across_its_runs(tmp_path):
     assert second.config == first.config and "Tensor[(1024), float32]" in repr(second.kernel)
     with pytest.raises(ValueError, match="buckets must be one of exact, pow2"):
         tuner.set_tune_options(key=["N"], buckets="pow3")
+
+
+COPY_CELL = """
+@tilelang.jit(out_idx=[-1])
+def copy(N, block=64):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+            for i in T.Parallel(block):
+                Y[bx * block + i] = X[bx * block + i]
+
+    return main
+"""
+
+
+def test_the_magic_tunes_by_bucket_and_checks_its_key(ip):
+    from IPython.core.error import UsageError
+
+    ip.run_cell("import tilelang, tilelang.language as T")
+    with pytest.raises(UsageError, match=r"--key goes with --tune"):
+        ip.run_cell_magic("tilelang", "1000 --key N", COPY_CELL)
+    with pytest.raises(UsageError, match=r"--key: must be argument names separated by commas"):
+        ip.run_cell_magic("tilelang", '1000 --tune "dict(block=[128, 256])" --key 3x', COPY_CELL)
+    with pytest.raises(UsageError, match=r"--buckets: must be one of exact, pow2"):
+        ip.run_cell_magic("tilelang", '1000 --tune "dict(block=[128, 256])" --key N --buckets pow3', COPY_CELL)
+    with pytest.raises(UsageError, match=r"--key: key: copy has no argument 'n'; did you mean 'N'\?"):
+        ip.run_cell_magic("tilelang", '1000 --tune "dict(block=[128, 256])" --key n', COPY_CELL)
+    line = '1000 --tune "dict(block=[128, 256])" --key N --buckets pow2 --force -o bucketed'
+    ip.run_cell_magic("tilelang", line, COPY_CELL)
+    result = ip.user_ns["bucketed"]
+    assert result.tune.bucket == "N<=1024"
+    (run,) = [r for r in tb.runs(kernel="copy") if r.run_id == result.tune.run_id] or [None]
+    assert run is not None and run.key_parts["bucket"] == "N<=1024"

@@ -52,15 +52,17 @@ def space_of_call(jit: TunableKernel, args: tuple, kwargs: dict, constraint: Cal
     return Space.from_call(args, kwargs, _signature(jit), constraint=constraint, names=KernelNames.of(jit))
 
 
-def tune_call(jit: TunableKernel, args: tuple, kwargs: dict, options: TuneOptions) -> TuneResult:
-    """Tune the `tb.tune([...])` choices of one call of `jit`."""
+def tune_call(
+    jit: TunableKernel, args: tuple, kwargs: dict, options: TuneOptions, bucket: str | None = None
+) -> TuneResult:
+    """Tune the `tb.tune([...])` choices of one call of `jit` (`bucket`: the shape bucket it tunes)."""
     space = space_of_call(jit, args, kwargs, options.constraint)
     if not space.params:
         raise ValueError(
             f"{jit.__name__}.tune(): no parameter is a tb.tune([...]) choice; "
             "e.g. kernel.tune(A, B, block_M=tb.tune([64, 128]))"
         )
-    return open_session(jit, space, options).run()
+    return open_session(jit, space, options, bucket=bucket).run()
 
 
 def tune_configs(jit: TunableKernel, configs: Iterable[dict | tuple], options: TuneOptions) -> TuneResult:

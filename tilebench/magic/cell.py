@@ -15,6 +15,7 @@ from IPython.core.error import UsageError
 import tilebench
 from tilebench.cluster.errors import ClusterError
 from tilebench.compat.scope import cell_modules, tilelang_as_tilebench
+from tilebench.compat.tuning import _signature, make_options, tune_call
 from tilebench.compiler.options import BACKENDS, LINE_DIRECTIVES, pass_config_key
 from tilebench.compiler.runtime import has_gpu
 from tilebench.compiler.targets import TargetError, describe_target, resolve_target
@@ -32,6 +33,7 @@ from tilebench.magic.fingerprint import CellMemory, cell_key
 from tilebench.magic.line import EXPRESSIONS, call_code, checked, expression_code, flag
 from tilebench.magic.result import CellResult, ProgramRun
 from tilebench.measure.result import Measurement
+from tilebench.tuner.buckets import BucketKey
 from tilebench.tuner.executor import check_cluster_option
 from tilebench.workers.trial import measure_kernel
 
@@ -208,8 +210,12 @@ def _launch_chosen(options: Any, result: CellResult, namespace: dict[str, Any]) 
     problems = result.limit_problems()
     if problems:
         result.run = Measurement("skipped", "not launched: " + "; ".join(problems))
-    else:
-        result.run = _run(options, result, namespace)
+        return
+    result.run = _run(options, result, namespace)
+    if getattr(options, "profile", False):
+        args, kwargs = result.call
+        inputs = _inputs_for(result.kernels[result.name], args, kwargs, result.values.inputs)
+        result.profile = result.kernel.profile(*(inputs or ()), ref=result.values.ref)
 
 
 @contextlib.contextmanager
@@ -306,10 +312,13 @@ def _compile_chosen(
         result.note = f"{result.note}; {needed}" if result.note else needed
         return result
     if options.tune is not None:
-        result.tune = _tune(options, jit, args, kwargs, result.values)
-        best = result.tune.best_args
-        if best is not None:
-            args, kwargs = best.args, best.kwargs
+        result.tune, call, reused = _tune(options, jit, args, kwargs, result.values)
+        if reused:
+            result.note = (
+                f"the bucket {reused} was tuned by an earlier run: its best config (--force tunes it again)"
+            )
+        if call is not None:
+            args, kwargs = call
         elif _compile_only(result.tune):
             result.note = (
                 f"compile-only: {sum(r.status == 'skipped' for r in result.tune.records)} configs compiled, "
@@ -351,8 +360,11 @@ def _warn_limits(result: CellResult) -> None:
         warnings.warn_explicit(message, UserWarning, "%%tilelang", result.compiled_at or 1)
 
 
-def _tune(options: Any, jit: Any, args: tuple, kwargs: dict, values: _LineValues) -> Any:
-    """`--tune SPACE`: tune the kernel over the space (the dashboard shows it), then go on with the best."""
+def _tune(
+    options: Any, jit: Any, args: tuple, kwargs: dict, values: _LineValues
+) -> tuple[Any, tuple | None, str | None]:
+    """`--tune SPACE`: tune the kernel over the space (the dashboard shows it): the TuneResult, the call of
+    its best config (None: none ran) and, with --key, the label of a bucket an earlier run had tuned."""
 
     tune_options = {
         "constraint": values.constraint,
@@ -366,13 +378,42 @@ def _tune(options: Any, jit: Any, args: tuple, kwargs: dict, values: _LineValues
     }
     if values.cluster is not None:
         tune_options["cluster"] = values.cluster
-
     try:
-        return jit.tune(*args, **{**kwargs, **values.space}, tune_options=tune_options)
+        if options.key:
+            return _tune_bucket(options, jit, args, kwargs, values, tune_options)
+        tuned = jit.tune(*args, **{**kwargs, **values.space}, tune_options=tune_options)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"%%tilelang: --tune: {exc}") from None
     except ClusterError as exc:  # an unreachable scheduler, no workers: nothing was tuned or stored
         raise UsageError(f"%%tilelang: --cluster {options.cluster}: {exc}") from None
+    best = tuned.best_args
+    return tuned, (best.args, best.kwargs) if best is not None else None, None
+
+
+# (kernel name, source) -> bucket -> its TuneResult: the buckets --key tuned in this notebook
+_BUCKETS: dict[tuple[str, str], dict[Any, Any]] = {}
+
+
+def _tune_bucket(
+    options: Any, jit: Any, args: tuple, kwargs: dict, values: _LineValues, tune_options: dict
+) -> tuple[Any, tuple | None, str | None]:
+    """--tune with --key: tune the call's bucket, or take the best config of a bucket tuned before."""
+    try:
+        key = BucketKey(options.key, options.buckets or "exact", _signature(jit), jit.__name__)
+    except ValueError as exc:
+        raise UsageError(f"%%tilelang: --key: {exc}") from None
+    bucket = key(args, kwargs)
+    table = _BUCKETS.setdefault((jit.__name__, jit.source), {})
+    known = table.get(bucket) if not options.force else None
+    tuned = known or tune_call(
+        jit, args, {**kwargs, **values.space}, make_options(tune_options), bucket=key.label(bucket)
+    )
+    best = tuned.best_args
+    if best is None:
+        return tuned, None, None
+    table[bucket] = tuned
+    config = {name: best.kwargs[name] for name in values.space if name in best.kwargs}
+    return tuned, (args, {**kwargs, **config}), key.label(bucket) if known else None
 
 
 def _cluster(value: str, namespace: dict[str, Any]) -> Any:

@@ -23,11 +23,20 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from tilebench.tuner.buckets import BUCKETINGS
 from tilebench.tuner.space import is_choice, tune
 from tilebench.tuner.strategies import STRATEGIES
 
 _PAIRS = {"(": ")", "[": "]", "{": "}"}
-TUNE_ONLY = ("constraint", "cluster", "strategy", "max_configs", "max_seconds")  # options that need --tune
+TUNE_ONLY = (
+    "constraint",
+    "cluster",
+    "strategy",
+    "max_configs",
+    "max_seconds",
+    "key",
+    "buckets",
+)  # need --tune
 EXPRESSIONS = ("inputs", "ref", "flops", "bytes", "tune", "constraint")  # evaluated after the cell ran
 SPACE = "a dict of parameter -> list of values"
 
@@ -41,6 +50,23 @@ def positive_whole(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
     return value
+
+
+def key_names(text: str) -> tuple[str, ...]:
+    """--key: argument names separated by commas (`M,N,K` or `A, B`)."""
+    names = tuple(name.strip() for name in text.split(","))
+    if not names or not all(name.isidentifier() and not keyword.iskeyword(name) for name in names):
+        raise argparse.ArgumentTypeError(
+            f"must be argument names separated by commas, e.g. M,N,K; got {text!r}"
+        )
+    return names
+
+
+def bucketing(text: str) -> str:
+    """--buckets: how a --key value rounds to its bucket."""
+    if text not in BUCKETINGS:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(BUCKETINGS)}, got {text!r}")
+    return text
 
 
 def strategy_name(text: str) -> str:

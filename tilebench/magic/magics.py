@@ -10,7 +10,15 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from tilebench.magic.cell import run_cell
 from tilebench.magic.commands import COMMANDS, TAKES_A_KERNEL
-from tilebench.magic.line import parse, positive_number, positive_whole, strategy_name, tolerance
+from tilebench.magic.line import (
+    bucketing,
+    key_names,
+    parse,
+    positive_number,
+    positive_whole,
+    strategy_name,
+    tolerance,
+)
 from tilebench.tuner.strategies import STRATEGIES
 
 
@@ -71,6 +79,13 @@ class TileLangMagics(Magics):
         type=strategy_name,
         help=f"Search strategy for --tune: {', '.join(STRATEGIES)} (default grid).",
     )
+    @argument(
+        "--key",
+        type=key_names,
+        help="Tune once per bucket of these arguments' values (e.g. M,N,K or A,B: a tensor by its shape and "
+        "dtype); a later run in a tuned bucket takes its best config without tuning (--force tunes again).",
+    )
+    @argument("--buckets", type=bucketing, help="How --key values round to buckets: exact (default) or pow2.")
     @argument("--max-configs", type=positive_whole, help="At most this many configs for --tune.")
     @argument("--max-seconds", type=positive_number, help="At most this many seconds for --tune.")
     @argument(
@@ -80,6 +95,11 @@ class TileLangMagics(Magics):
         "bound to a dask.distributed.Client, or 'local' for a cluster on this host.",
     )
     @argument("--no-run", action="store_true", help="Compile and inspect only.")
+    @argument(
+        "--profile",
+        action="store_true",
+        help="Also profile one launch with Nsight Compute (ncu), on the Run tab's inputs: the Profile tab.",
+    )
     @argument(
         "--timeout",
         type=positive_number,

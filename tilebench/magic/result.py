@@ -30,6 +30,7 @@ class CellResult:
     call: tuple = dataclasses.field(default=((), {}), repr=False)  # the line's (args, kwargs)
     values: Any = dataclasses.field(default=None, repr=False)  # the line's --ref, --flops, ... evaluated
     tune: Any = None  # the TuneResult of --tune
+    profile: Any = None  # the ProfileOutcome of --profile (workers/profile.py)
     programs: list[CellResult] = dataclasses.field(default_factory=list, repr=False)
     compiled_at: int | None = None  # the cell line whose code compiled this kernel (whole-program cells)
     _panel: Any = dataclasses.field(default=None, repr=False)
