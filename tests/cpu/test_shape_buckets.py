@@ -177,7 +177,9 @@ def test_the_magic_tunes_by_bucket_and_checks_its_key(ip):
     with pytest.raises(UsageError, match=r"--key: must be argument names separated by commas"):
         ip.run_cell_magic("tilelang", '1000 --tune "dict(block=[128, 256])" --key 3x', COPY_CELL)
     with pytest.raises(UsageError, match=r"--buckets: must be one of exact, pow2"):
-        ip.run_cell_magic("tilelang", '1000 --tune "dict(block=[128, 256])" --key N --buckets pow3', COPY_CELL)
+        ip.run_cell_magic(
+            "tilelang", '1000 --tune "dict(block=[128, 256])" --key N --buckets pow3', COPY_CELL
+        )
     with pytest.raises(UsageError, match=r"--key: key: copy has no argument 'n'; did you mean 'N'\?"):
         ip.run_cell_magic("tilelang", '1000 --tune "dict(block=[128, 256])" --key n', COPY_CELL)
     line = '1000 --tune "dict(block=[128, 256])" --key N --buckets pow2 --force -o bucketed'

@@ -44,6 +44,7 @@ from typing import Any
 from tilebench.compiler import nvrtc
 from tilebench.compiler.runtime import tilelang
 from tilebench.config import settings
+from tilebench.inspect.pipeline_lines import pipeline_lines
 
 KINDS = ("cuda", "ptx", "sass")
 DEVICE_COMPILE_FLAGS = "tl.device_compile_flags"  # tilelang's TL_DEVICE_COMPILE_FLAGS: nvcc compiles then
@@ -383,10 +384,12 @@ def build_line_map(
 ) -> LineMap:
     """The LineMap of a kernel's CUDA source (with its `#line` directives) for the cell it came from;
     PTX and SASS lines too when their line-info texts are given (see the module's docstring)."""
-    _, origins, starts = cuda_origins(cuda_source)
+    shown, origins, starts = cuda_origins(cuda_source)
     cell_file = cell_file_of([path for path, _ in origins.values()], cell)
     result = LineMap(cell_file=cell_file, assembly=assembly, key=cell_key(cell))
     result.to_cell["cuda"] = cell_lines_of(origins, starts, cell_file, cell)
+    if cell_file is not None and cell:
+        result.to_cell["cuda"].update(pipeline_lines(shown, result.to_cell["cuda"], cell, MAGIC_LINES))
     if ptx:
         result.to_cuda["ptx"] = ptx_cuda_lines(ptx, prefix)
     if sass:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -167,9 +168,31 @@ class Kernel(TileLangKernelAPI):
         observe.report("timed", self, latency_ms=ms, detail=f"kernel.bench(backend={backend!r})")
         return ms
 
+    def profile(self, *inputs: Any, ref: Callable[..., Any] | None = None, timeout_s: float = 300.0) -> Any:
+        """Nsight Compute on one launch of this kernel with `inputs` (none given: random ones from its
+        parameters, as the Run tab makes them), in a process of its own: a ProfileOutcome whose `profile`
+        holds speed of light, occupancy, traffic and stall samples per SASS instruction, or whose `note`
+        says why there is none (no GPU, no ncu, no permission)."""
+        from tilebench.workers.profile import ProfileOutcome, profile_job  # late: the Run tab's job, pickle
+        from tilebench.workers.trial import trial_job
+
+        if not has_gpu():
+            return ProfileOutcome(None, "compile-only: no CUDA device to profile on")
+        name = device_kernel_name(self.build.jit_kernel.get_kernel_source() or "") or f"{self.name}_kernel"
+        return profile_job(trial_job(self, list(inputs) or None, ref), name, timeout_s)
+
     def __repr__(self) -> str:
         params = ", ".join(self.signature)
         return f"<tilebench.Kernel {self.name} [{self.target}] ({params})>"
+
+
+def device_kernel_name(cuda_source: str) -> str | None:
+    """The first `__global__` function's name in a kernel's CUDA source (what ncu calls the kernel)."""
+    found = _GLOBAL.search(cuda_source)
+    return found.group(1) if found else None
+
+
+_GLOBAL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(")
 
 
 def _screened(call: Callable[..., Any]) -> Callable[..., Any]:

@@ -38,11 +38,30 @@ def measure_kernel(
     """
     if not has_gpu():
         return Measurement("skipped", "compile-only: no CUDA device")
+    job = trial_job(kernel, inputs, ref, flops, nbytes, rtol, atol, warmup, rep)
+    device = job.device_index
+    result = shared_worker(device).run(job, timeout_s) if isolated else run_job(job)
+    with_peak(result, flops, nbytes)
+    return result
+
+
+def trial_job(
+    kernel: Any,
+    inputs: Sequence[Any] | None,
+    ref: Callable[..., Any] | None = None,
+    flops: float | None = None,
+    nbytes: float | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    warmup: float = 25,
+    rep: float = 100,
+) -> BenchJob:
+    """The Run tab's job for a compiled tilebench kernel on `inputs` (None: made up from its parameters),
+    on the current CUDA device; `kernel.profile` runs the same job under Nsight Compute."""
     import torch
 
-    device = torch.cuda.current_device()
     build = kernel.build
-    job = BenchJob.create(
+    return BenchJob.create(
         build.prim_func,
         build.options.tilelang_kwargs(build.target),
         ref=ref,
@@ -57,11 +76,8 @@ def measure_kernel(
         rep_ms=rep,
         flops=flops,
         nbytes=nbytes,
-        device_index=device,
+        device_index=torch.cuda.current_device(),
     )
-    result = shared_worker(device).run(job, timeout_s) if isolated else run_job(job)
-    with_peak(result, flops, nbytes)
-    return result
 
 
 def _portable(inputs: Sequence[Any] | None) -> list[Any] | None:
