@@ -19,6 +19,7 @@ const LOADING = {
   Resources: "loading resources…",
   Layouts: "loading layouts…",
   Run: "loading the run's results…",
+  Profile: "loading the profile…",
 };
 const BUSY_S = 8; // a cell that keeps the kernel busy while the Layouts tab is first opened
 

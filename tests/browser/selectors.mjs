@@ -24,7 +24,7 @@ export const EXTENSION = {
 };
 
 // tilebench's own widgets (tilebench/views): panel.py, loading.py, code.py, layouts.py, dashboard.py.
-export const PANEL_TABS = ["Source", "TIR", "Lowered TIR", "CUDA", "PTX", "SASS", "Resources", "Layouts", "Run"];
+export const PANEL_TABS = ["Source", "TIR", "Lowered TIR", "CUDA", "PTX", "SASS", "Resources", "Layouts", "Run", "Profile"];
 export const WIDGET = {
   panel: ".tilebench-panel",
   panelHeader: ".tilebench-header",

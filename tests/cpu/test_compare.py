@@ -238,3 +238,28 @@ def test_source_strings_and_bad_labels():
     assert "no side-by-side figures" in str(cmp) and "no side-by-side figures" in cmp._repr_html_()
     with pytest.raises(ValueError, match="labels must be two strings"):
         tb.compare("a", "b", labels="ab")
+
+
+def test_a_cells_profile_is_compared(stages):
+    """A %%tilelang --profile result carries Nsight Compute's metrics (the captured seed-GEMM profile)."""
+    import gzip
+    from pathlib import Path
+
+    from tilebench.inspect.ncu_report import NcuProfile
+    from tilebench.magic.result import CellResult
+    from tilebench.workers.profile import ProfileOutcome
+
+    data = Path(__file__).parent.parent / "data" / "ncu"
+    profile = NcuProfile.parse(
+        (data / "details.csv").read_text(), gzip.decompress((data / "src_sass.csv.gz").read_bytes()).decode()
+    )
+    a, b = (CellResult(cell="", kernels={}, name="main", kernel=k, artifacts=k.artifacts()) for k in stages)
+    a.profile = ProfileOutcome(profile, "", 1.0)
+    section = tb.compare(a, b).sections["profile"]
+    assert section.note == "b: not profiled"
+    for reason, percent in profile.profile_metrics()["stalls"].items():
+        assert (
+            section.row(f"stall: {reason}").a == f"{percent:.4g}" and section.row(f"stall: {reason}").b == "—"
+        )
+    b.profile = ProfileOutcome(profile, "", 1.0)
+    assert not any(row.differs for row in tb.compare(a, b).sections["profile"].rows)

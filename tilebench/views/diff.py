@@ -3,8 +3,8 @@
 Three sections, each a row per figure with a column per kernel, the rows that differ highlighted:
 resources (the figures of the panel's Resources tab), the instruction mix (static counts per class, from
 SASS when both kernels have it, else PTX: :mod:`tilebench.inspect.instruction_mix`) and a profiler's
-metrics and stall reasons where an object carries them (``profile_metrics``, a :class:`ProfileMetrics`;
-nothing fills it yet, so the section says "not profiled"). Below them, the unified diff of their CUDA
+metrics and stall reasons where an object carries them (``profile_metrics``, a :class:`ProfileMetrics`, or
+a cell's ``--profile``; else the section says "not profiled"). Below them, the unified diff of their CUDA
 (or TIR, PTX, SASS, host code), as `compare` has always returned it.
 """
 
@@ -95,6 +95,9 @@ def _profile(value: Any, artifacts: Any) -> ProfileMetrics | None:
     found = getattr(value, PROFILE_ATTRIBUTE, None)
     if found is None:
         found = getattr(artifacts, PROFILE_ATTRIBUTE, None)
+    ncu = getattr(getattr(value, "profile", None), "profile", None)  # a cell's --profile: a ProfileOutcome
+    if found is None and callable(getattr(ncu, PROFILE_ATTRIBUTE, None)):
+        found = ncu.profile_metrics()
     if found is None:
         return None
     if not isinstance(found, Mapping) or not set(found) <= {"metrics", "stalls"}:

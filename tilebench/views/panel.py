@@ -19,7 +19,7 @@ from tilebench.kernel.tilelang_api import without_line_directives
 from tilebench.views.loading import loading_html, style
 from tilebench.views.resources import asked_threads, resources_html
 
-TABS = ("Source", "TIR", "Lowered TIR", "CUDA", "PTX", "SASS", "Resources", "Layouts", "Run")
+TABS = ("Source", "TIR", "Lowered TIR", "CUDA", "PTX", "SASS", "Resources", "Layouts", "Run", "Profile")
 # What each tab says until its content arrives.
 LOADING = {
     "Source": "loading the source…",
@@ -31,6 +31,7 @@ LOADING = {
     "Resources": "loading resources…",
     "Layouts": "loading layouts…",
     "Run": "loading the run's results…",
+    "Profile": "loading the profile…",
 }
 BUSY = "The kernel builds a tab when it is first opened, after any cell it is running."
 # Where nvdisasm / cuobjdump come from (PyPI's wheels checked: nvidia-cuda-nvdisasm 13.2.51 and 13.5.37 install
@@ -221,6 +222,7 @@ class KernelPanel(widgets.VBox):
             self._resources,
             self._layouts,
             lambda: widgets.HTML(run_html(result.run)),
+            self._profile,
         ]
         self.tabs = widgets.Tab(children=[_placeholder(title) for title in TABS])
         for index, title in enumerate(TABS):
@@ -246,6 +248,20 @@ class KernelPanel(widgets.VBox):
         if lined:
             return self.links.attach("ptx", _code(lined, "ptx", "PTX", ""))
         return _code(art.ensure_ptx(), "ptx", "PTX", _why(art, "ptx"))
+
+    def _profile(self) -> widgets.Widget:
+        """Nsight Compute's view of one launch (--profile), its stall samples folded onto the Source lines."""
+        from tilebench.views.profile import profile_html
+
+        outcome, art = getattr(self.result, "profile", None), self.result.artifacts
+        heat = None
+        if outcome is not None and outcome.profile is not None and self.links.start is not None:
+            art.ensure_line_info()
+            if art.line_sass:
+                heat = outcome.profile.fold(
+                    art.line_sass, art.line_map_for(getattr(self.result, "cell", None))
+                )
+        return widgets.HTML(f"{style()}{profile_html(outcome, self.result.source, self.links.start, heat)}")
 
     def _resources(self) -> widgets.Widget:
         art = self.result.artifacts
