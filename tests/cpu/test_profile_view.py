@@ -85,3 +85,19 @@ def test_a_profile_shows_speed_of_light_stalls_and_a_heat_column(profiled):
     gemm_line = next(line for line in heat if "T.gemm(" in source[line - first])
     assert heat[gemm_line] == sorted(heat.values())[-2]
     assert f"{expected.mapped:,} of {expected.total:,} stall samples" in shown
+
+
+def test_a_cell_that_names_an_earlier_cells_kernel_finds_that_cells_lines(ip):
+    """`gemm = tuned.kernels["gemm"]` in a %%tilelang cell (notebook 7 profiles configs this way): the
+    Profile tab's source lines are those of the cell that defined the kernel."""
+    from magic_cells import EAGER_GEMM
+
+    ip.run_cell("import torch, tilebench as tb\nA = tb.place(1024, 512, dtype=torch.float16)\n")
+    ip.run_cell("B = tb.place(512, 256, dtype=torch.float16)\nsmall = dict(block_M=64)")
+    ip.run_cell_magic("tilelang", "A, B -o defining", EAGER_GEMM)
+    ip.run_cell_magic("tilelang", "A, B, **small -o naming", "gemm = defining.kernels['gemm']\n")
+    panel = KernelPanel(ip.user_ns["naming"])
+    cell, start = panel._defining_cell()
+    assert cell.rstrip() == EAGER_GEMM.rstrip() and panel.links.start is None
+    source = ip.user_ns["naming"].source.splitlines()
+    assert EAGER_GEMM.splitlines()[start - 2] == source[0]  # editor line `start` is the source's first

@@ -136,7 +136,8 @@ def cuda_origins(source: str) -> tuple[list[str], dict[int, Origin], list[tuple[
 # The cell's file, and library lines attributed to the cell line of their op
 
 
-def _cached_text(path: str) -> str | None:
+def cached_text(path: str) -> str | None:
+    """The text linecache holds for a file (an IPython cell by its name), or None."""
     for name in (path, os.path.basename(path)):
         lines = linecache.getlines(name)
         if lines:
@@ -149,7 +150,7 @@ def cell_file_of(files: list[str], cell: str | None) -> str | None:
     file on disk (a cell's name), else none."""
     if cell is not None:
         for path in files:
-            text = _cached_text(path)
+            text = cached_text(path)
             if text is not None and text.rstrip() == cell.rstrip():
                 return path
     missing = {path for path in set(files) if not os.path.isfile(path)}

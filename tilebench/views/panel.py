@@ -14,7 +14,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from tilebench.inspect.artifacts import find_cuda_tool
-from tilebench.inspect.line_map import source_start
+from tilebench.inspect.line_map import cached_text, source_start
 from tilebench.kernel.tilelang_api import without_line_directives
 from tilebench.views.loading import loading_html, style
 from tilebench.views.resources import asked_threads, resources_html
@@ -254,14 +254,23 @@ class KernelPanel(widgets.VBox):
         from tilebench.views.profile import profile_html
 
         outcome, art = getattr(self.result, "profile", None), self.result.artifacts
-        heat = None
-        if outcome is not None and outcome.profile is not None and self.links.start is not None:
+        heat, (cell, start) = None, self._defining_cell()
+        if outcome is not None and outcome.profile is not None and start is not None:
             art.ensure_line_info()
             if art.line_sass:
-                heat = outcome.profile.fold(
-                    art.line_sass, art.line_map_for(getattr(self.result, "cell", None))
-                )
-        return widgets.HTML(f"{style()}{profile_html(outcome, self.result.source, self.links.start, heat)}")
+                heat = outcome.profile.fold(art.line_sass, art.line_map_for(cell))
+        return widgets.HTML(f"{style()}{profile_html(outcome, self.result.source, start, heat)}")
+
+    def _defining_cell(self) -> tuple[str | None, int | None]:
+        """The cell that holds the kernel's source and the line its source starts at: this cell, or, for a
+        cell that only names a kernel an earlier cell defined, that cell (as IPython cached it)."""
+        cell = getattr(self.result, "cell", None)
+        if self.links.start is not None:
+            return cell, self.links.start
+        file = self.result.artifacts.line_map_for(cell, assembly=False).cell_file
+        text = (cached_text(file) or "") if file else ""
+        start = source_start(text, self.result.source) if text else None
+        return (text, start) if start is not None else (cell, None)
 
     def _resources(self) -> widgets.Widget:
         art = self.result.artifacts
