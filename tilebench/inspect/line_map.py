@@ -413,7 +413,6 @@ def source_start(cell: str | None, source: str | None) -> int | None:
     return None if at < 0 else cell.count("\n", 0, at) + 1 + MAGIC_LINES
 
 
-# ---------------------------------------------------------------------------------------------------
 # PTX (and SASS) with line info: one compile of the shown CUDA
 
 
