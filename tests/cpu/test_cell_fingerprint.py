@@ -162,3 +162,19 @@ def test_large_content_is_hashed_fast():
     start = time.perf_counter()
     assert key(namespace).reason is None
     assert time.perf_counter() - start < 2.0
+
+
+def test_a_cell_result_is_fingerprinted_by_which_run_made_it(ip):
+    """A cell that reads an earlier cell's `-o` result (`gemm = tuned.kernels["gemm"]`) is answered from
+    the cache while that result stands, and runs again once its cell made a new one."""
+    ip.run_cell("sizes = [4096]")
+    ip.run_cell_magic("tilelang", "-k vector_add sizes[0] --no-run -o earlier", LAZY_AND_PRIM)
+    line = "-k vector_add sizes[0] --no-run -o later"
+    naming = "vector_add = earlier.kernels['vector_add']\n"
+    ip.run_cell_magic("tilelang", line, naming)
+    assert "cannot fingerprint" not in ip.user_ns["later"].summary()
+    ip.run_cell_magic("tilelang", line, naming)
+    assert ip.user_ns["later"].cached
+    ip.run_cell_magic("tilelang", "-k vector_add sizes[0] --no-run --force -o earlier", LAZY_AND_PRIM)
+    ip.run_cell_magic("tilelang", line, naming)
+    assert not ip.user_ns["later"].cached

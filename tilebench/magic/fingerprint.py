@@ -452,6 +452,8 @@ def _choose(cls: type) -> Callable[[_Walker, Any], None]:
         return _Walker.by_identity  # TVM IR is immutable
     if cls.__name__ in _WRAPPERS and module.split(".")[0] in ("tilebench", "tilelang"):
         return _wrapper
+    if module == "tilebench.magic.result" and cls.__name__ == "CellResult":
+        return _Walker.by_identity  # a cell's outcome (-o VAR): running the cell again makes a new one
     if module == "tilebench.kernel.placeholders" and cls.__name__ == "Placeholder":
         return lambda w, v: w.tagged(b"P", tuple(v.shape), str(v.dtype), v.stride(), str(v.device))
     if any(base in _EXACT for base in cls.__mro__[1:]):
