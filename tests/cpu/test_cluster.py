@@ -123,12 +123,13 @@ def test_a_cluster_tune_gives_the_local_pool_s_records_and_kernels(client, tmp_p
     assert unchanged == "True" and float(seconds) < 1.0, done.stderr[-2000:]  # a compile takes seconds
 
 
-def test_the_compile_server_of_a_dask_worker_runs_without_the_nanny_s_malloc_trim(client):
-    """Dask's Nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers: each compile was 15-20% slower with it.
-    The worker started with it; the children tilebench starts from it (compile server, benchmark worker)
-    do not get it."""
+def test_a_dask_workers_children_run_without_the_nanny_s_environment(client):
+    """Dask's Nanny sets MALLOC_TRIM_THRESHOLD_=65536 and OMP/MKL/OPENBLAS_NUM_THREADS=1 in its workers:
+    each compile was 15-20% slower with the first, and torch's CPU work single-threaded with the others.
+    The worker started with them; the children tilebench starts from it (compile server, benchmark
+    worker) do not get them."""
 
-    def environs():
+    def environs(names):
         from multiprocessing import forkserver
 
         from tilebench.cluster.tasks import prepare_worker
@@ -138,18 +139,16 @@ def test_the_compile_server_of_a_dask_worker_runs_without_the_nanny_s_malloc_tri
                 return dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
 
         prepare_worker()
-        name = b"MALLOC_TRIM_THRESHOLD_"
-        server = environ_of(forkserver._forkserver._forkserver_pid)
-        return (
-            environ_of("self").get(name),
-            os.environ.get(name.decode()),
-            server.get(name),
-            server.get(b"TILEBENCH_CACHE_DIR"),
-        )
+        started, server = environ_of("self"), environ_of(forkserver._forkserver._forkserver_pid)
+        return {
+            name: (started.get(name.encode()), os.environ.get(name), server.get(name.encode()))
+            for name in names
+        }, server.get(b"TILEBENCH_CACHE_DIR")
 
-    trim = str(dask.config.get("distributed.nanny.pre-spawn-environ")["MALLOC_TRIM_THRESHOLD_"]).encode()
-    for worker, (started, children, servers, cache) in client.run(environs).items():
-        assert (started, children, servers) == (trim, None, None), worker
+    nanny = dask.config.get("distributed.nanny.pre-spawn-environ")
+    for worker, (seen, cache) in client.run(environs, list(nanny)).items():
+        assert seen == {name: (str(value).encode(), None, None) for name, value in nanny.items()}, worker
+        assert "OMP_NUM_THREADS" in seen and "MALLOC_TRIM_THRESHOLD_" in seen
         assert cache is not None  # and the server has the rest of the worker's environment
 
 

@@ -114,27 +114,28 @@ def prepare_worker(gpu: bool = False) -> None:
 
             settings.reload()  # Dask's Nanny sets the worker's env (env=, nanny.environ) after imports ran
             prepare_environment()
-            _drop_nanny_malloc_trim()
+            _drop_nanny_environ()
             start_workers(prebuild=True, prestart=False)  # the server; each task thread has its own pool
             _ready = True
     if gpu:
         start_workers([0], prestart=False)  # the server runs: only a benchmark worker that is gone starts
 
 
-def _drop_nanny_malloc_trim() -> None:
-    """Keep the MALLOC_TRIM_THRESHOLD_ that Dask's Nanny sets for its worker
-    (distributed.nanny.pre-spawn-environ; a value other than Dask's is kept) out of this worker's children:
-    the compile server and the benchmark worker. Handing freed memory back at once suits a long-lived data
-    worker, but it made each compile 15-20% slower. The worker itself keeps it: glibc read it at start."""
+def _drop_nanny_environ() -> None:
+    """Keep what Dask's Nanny sets for its worker before it starts (distributed.nanny.pre-spawn-environ:
+    MALLOC_TRIM_THRESHOLD_, OMP_NUM_THREADS=1, MKL_NUM_THREADS=1, ...; a value other than Dask's is kept)
+    out of this worker's children, the compile server and the benchmark worker, which then run as they do
+    beside a notebook. Handing freed memory back at once made each compile 15-20% slower; one thread for
+    torch's CPU work slowed each benchmark. The worker itself keeps them: its runtime read them at start."""
     try:
         import dask
 
         nanny = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
     except ImportError:
         nanny = {}
-    name = "MALLOC_TRIM_THRESHOLD_"
-    if name in nanny and os.environ.get(name) == str(nanny[name]):
-        del os.environ[name]
+    for name, value in nanny.items():
+        if os.environ.get(name) == str(value):
+            del os.environ[name]
 
 
 def worker_ready() -> bool:
