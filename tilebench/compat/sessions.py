@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tilebench.cluster import ClusterExecutor
+from tilebench.tuner.config_options import compile_call
 from tilebench.tuner.dispatch import LocalExecutor, machine_of, resolve_devices
 from tilebench.tuner.executor import Executor
 from tilebench.tuner.protocol import TunableKernel
@@ -22,9 +23,22 @@ def open_session(
     executor, machine = make_executor(options)
 
     def observers(kernel: str, params: dict[str, list], total: int | None) -> list[Any]:
-        return [*default_observers(options.progress, kernel, params, total), *also]
+        shown = [*default_observers(options.progress, kernel, params, total), *also]
+        for observer in shown:
+            if isinstance(observer, TuneDashboard):  # a click on its roofline opens the config's panel
+                observer.roofline.open_config = lambda config: config_panel(jit, space, config)
+        return shown
 
     return TuneSession(jit, space, options, executor, machine, observers, bucket)
+
+
+def config_panel(jit: TunableKernel, space: Any, config: dict[str, Any]) -> Any:
+    """The kernel panel of one config of a tuning run (compiled now, a disk-cache hit after the tune)."""
+    from tilebench.views.panel import KernelPanel, KernelView  # late: loads ipywidgets
+
+    call_args, call_kwargs = space.call_for(config)
+    kernel = compile_call(jit, call_args, call_kwargs)
+    return KernelPanel(KernelView.of(kernel, jit.source, note=f"config {config}"))
 
 
 def make_executor(options: TuneOptions) -> tuple[Executor, dict[str, str] | None]:

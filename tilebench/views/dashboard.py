@@ -38,6 +38,7 @@ from tilebench.views.grid import (  # the dashboard's arithmetic (tests import i
 )
 from tilebench.views.grid import label as _label
 from tilebench.views.labels import space_text
+from tilebench.views.run_roofline import RunRoofline
 
 LATENCY = "latency (ms)"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -189,7 +190,9 @@ class TuneDashboard:
             layout=widgets.Layout(flex_flow="row wrap"),
         )
         self.title = widgets.HTML()
-        self.widget = widgets.VBox([self.title, self.controls, self.counters, plots, self.failures])
+        self.roofline = RunRoofline()  # drawn when the run ends; its open_config is set by the session
+        parts = [self.title, self.controls, self.counters, plots, self.failures, self.roofline.widget]
+        self.widget = widgets.VBox(parts)
         self.widget.add_class("tilebench-dashboard")
         self._throttle = _Throttle(self._push, REDRAW_INTERVAL_S)
         self._redraw()
@@ -227,6 +230,7 @@ class TuneDashboard:
             self.excluded = inferred_excluded(self.params, self.records, self.total)
         self._swap_stop_button(run_id=self.run_id or "", disabled=True)
         self._redraw()
+        self.roofline.draw(self.records)
 
     def should_stop(self) -> bool:
         return self._stop

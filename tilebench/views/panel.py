@@ -7,6 +7,7 @@ CUDA, PTX and SASS are linked line to line (``LineLinks``, through the kernel's 
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from collections.abc import Callable
 from typing import Any
@@ -124,6 +125,27 @@ def program_run_html(run: Any) -> str:
     )
     note = f"<p class='tilebench-run-note'>{html.escape(run.note)}</p>" if run.note else ""
     return table + note
+
+
+@dataclasses.dataclass
+class KernelView:
+    """A compiled kernel as a panel shows it outside a cell (a config clicked on a tuning run's roofline):
+    what a CellResult gives the panel, without a run of its own."""
+
+    name: str
+    kernel: Any
+    artifacts: Any
+    source: str
+    note: str = ""
+    run: Any = None
+    cell: str | None = None
+
+    @classmethod
+    def of(cls, kernel: Any, source: str, note: str = "") -> KernelView:
+        return cls(kernel.name, kernel, kernel.artifacts(), source, note)
+
+    def summary(self) -> str:
+        return f"{self.name} → {self.kernel.target}" + (f"\n  {self.note}" if self.note else "")
 
 
 class KernelSelector(widgets.VBox):
