@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tilebench.config import settings
-from tilebench.inspect.ncu_report import NcuProfile, parse_details, parse_source
+from tilebench.inspect.ncu_report import NcuProfile
 
 SECTIONS = (
     "SpeedOfLight",
@@ -122,8 +122,7 @@ def profile_job(job: Any, kernel_name: str, timeout_s: float = 300.0) -> Profile
     if problems:
         return ProfileOutcome(None, f"ncu could not read its report: {problems[0][-2000:]}", seconds, command)
     try:
-        kernel, metrics, rules = parse_details(pages[0][1])
-        profile = NcuProfile(kernel, metrics, rules, parse_source(pages[1][1])[1])
+        profile = NcuProfile.parse(pages[0][1], pages[1][1])
     except ValueError as exc:
         return ProfileOutcome(None, f"ncu's report was not what tilebench reads: {exc}", seconds, command)
     return ProfileOutcome(profile, "", seconds, command)
