@@ -105,12 +105,37 @@ def sdpa(Q, K, V, is_causal=False):
 """,
 )
 
+FP8_GEMM = _hopper(
+    '%%tilelang A, B_nk, scale_a, scale_b --ref dequantized --flops "2 * M * N * K"\n'
+    "# To tune the structure with the tiles, add to the line above: --tune FP8_GEMM_SPACE --constraint "
+    "fp8_gemm_fits",
+    "fp8_gemm",
+    """M, N, K = 4096, 4096, 4096
+# On a GPU the magic runs the kernel on random inputs of these shapes: torch.randn(...).to(float8_e4m3fn)
+A = tb.place(M, K, dtype=torch.float8_e4m3fn)
+B_nk = tb.place(N, K, dtype=torch.float8_e4m3fn)  # B as torch._scaled_mm takes it: B_nk.t()
+scale_a = tb.place(1, dtype=torch.float32)
+scale_b = tb.place(1, dtype=torch.float32)
+
+
+def dequantized(A, B_nk, scale_a, scale_b):
+    \"\"\"The reference: the operands dequantized and multiplied in fp32, then rounded to bf16.\"\"\"
+    return ((A.float() * scale_a) @ (B_nk.float() * scale_b).T).bfloat16()
+""",
+)
+
 TEMPLATES: tuple[Template, ...] = (
     Template(
         "gemm",
         "GEMM",
         "fp16 matrix multiply (C = A @ B) for Hopper: warp-specialized TMA and wgmma, tunable structure.",
         GEMM,
+    ),
+    Template(
+        "fp8_gemm",
+        "FP8 GEMM",
+        "fp8 (e4m3) matrix multiply with per-tensor scales and a bf16 output for Hopper, as torch._scaled_mm.",
+        FP8_GEMM,
     ),
     Template(
         "elementwise", "Elementwise", "Elementwise add of two fp16 matrices, tile by tile.", ELEMENTWISE
