@@ -13,9 +13,23 @@ from tilebench.store import RecordStore
 from tilebench.tuner.buckets import BucketKey, distance, nearest, round_pow2
 
 CONFIGS = [{"block": 128}, {"block": 256}]
+COPY_CELL = """
+@tilelang.jit(out_idx=[-1])
+def copy(N, block=64):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+            for i in T.Parallel(block):
+                Y[bx * block + i] = X[bx * block + i]
+
+    return main
+"""
 
 
 def copy_kernel():
+    """The kernel of COPY_CELL as a module would write it (tilelang reads a kernel's source from its
+    file: an exec'd cell's text has none), a fresh tb.jit each time."""
+
     @tb.jit(out_idx=[-1])
     def copy(N, block=64):
         @T.prim_func
@@ -153,19 +167,6 @@ def test_autotuner_tunes_each_bucket_once_across_its_runs(tmp_path):
     assert second.config == first.config and "Tensor[(1024), float32]" in repr(second.kernel)
     with pytest.raises(ValueError, match="buckets must be one of exact, pow2"):
         tuner.set_tune_options(key=["N"], buckets="pow3")
-
-
-COPY_CELL = """
-@tilelang.jit(out_idx=[-1])
-def copy(N, block=64):
-    @T.prim_func
-    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
-        with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
-            for i in T.Parallel(block):
-                Y[bx * block + i] = X[bx * block + i]
-
-    return main
-"""
 
 
 def test_the_magic_tunes_by_bucket_and_checks_its_key(ip):

@@ -18,8 +18,8 @@ from tilebench.compat.jit import jit
 from tilebench.compat.shape_routes import BucketTuning, ShapeRoutes
 from tilebench.compat.tuning import (
     _signature,
+    best_or_stand_in,
     chosen_config,
-    compile_only_stand_in,
     make_options,
     record_tuning,
     reference_latency,
@@ -198,8 +198,7 @@ class AutoTuner:
         else:
             label = self.shapes.label(bucket) if self.shapes is not None else None
             tuned = tune_calls(kernel, [(args, {**kwargs, **c}) for c in configs], options, bucket=label)
-            best = tuned.best_args
-            call = (best.args, best.kwargs) if best is not None else compile_only_stand_in(tuned)
+            call = best_or_stand_in(tuned)
             if call is None:
                 raise RuntimeError(
                     f"Auto-tuning failed: no config of {kernel.__name__} compiled and passed its check "

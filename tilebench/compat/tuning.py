@@ -194,8 +194,7 @@ class AutoTuned:
             also = [] if has_gpu() else [FirstCompiled()]
             result = self.results[key] = tune_calls(self.jit, calls, self.tune_options, also)
         self.tune_result = result
-        best = result.best_args
-        call = (best.args, best.kwargs) if best is not None else compile_only_stand_in(result)
+        call = best_or_stand_in(result)
         if call is None:
             raise RuntimeError(
                 f"autotune: no config of {self.__name__} ran correctly ({result.num_errors} failed); "
@@ -221,8 +220,7 @@ class AutoTuned:
             self._announce(len(calls), tuned)
             also = [] if has_gpu() else [FirstCompiled()]
             result = tune_calls(self.jit, calls, self.tune_options, also, bucket=shapes.label(bucket))
-            best = result.best_args
-            call = (best.args, best.kwargs) if best is not None else compile_only_stand_in(result)
+            call = best_or_stand_in(result)
             if call is None:
                 raise RuntimeError(
                     f"autotune: no config of {self.__name__} ran correctly in the bucket "
@@ -316,6 +314,12 @@ class AutoTuned:
 
     def __repr__(self) -> str:
         return f"<tilebench.autotune {self.__name__} over {self.jit!r}>"
+
+
+def best_or_stand_in(result: TuneResult) -> tuple[tuple, dict] | None:
+    """The call of the tune's best config; without timings, the compile-only stand-in (or None)."""
+    best = result.best_args
+    return (best.args, best.kwargs) if best is not None else compile_only_stand_in(result)
 
 
 def compile_only_stand_in(result: TuneResult) -> tuple[tuple, dict] | None:
