@@ -249,7 +249,7 @@ def test_stop_marks_a_running_run_stopping_as_the_dashboard_button_does(server, 
 def test_templates_endpoint_serves_the_python_templates(server):
     served = server.json("/tilebench/templates")
     assert served == templates()
-    assert [t["name"] for t in served] == ["gemm", "elementwise", "reduction", "attention"]
+    assert [t["name"] for t in served] == ["gemm", "fp8_gemm", "elementwise", "reduction", "attention"]
 
 
 @pytest.mark.parametrize("path", ["/tilebench/runs", "/tilebench/templates", "/tilebench/runs/x/records"])

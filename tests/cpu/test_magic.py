@@ -43,7 +43,18 @@ def test_kernels_and_other_names_land_in_the_namespace(ip, gemm_result):
 def test_panel_carries_tir_cuda_and_layouts(gemm_result):
     panel = gemm_result.panel()
     titles = [panel.tabs.get_title(i) for i in range(len(panel.tabs.children))]
-    assert titles == ["Source", "TIR", "Lowered TIR", "CUDA", "PTX", "SASS", "Resources", "Layouts", "Run", "Profile"]
+    assert titles == [
+        "Source",
+        "TIR",
+        "Lowered TIR",
+        "CUDA",
+        "PTX",
+        "SASS",
+        "Resources",
+        "Layouts",
+        "Run",
+        "Profile",
+    ]
     assert "def gemm" in panel.content("Source").code
     assert "T.gemm" in panel.content("TIR").code or "gemm" in panel.content("TIR").code
     assert "wgmma" in panel.content("CUDA").code

@@ -1,4 +1,4 @@
-"""tilebench's Hopper kernel templates: flash attention (`attention`) and GEMM (`gemm`).
+"""tilebench's Hopper kernel templates: flash attention (`attention`), GEMM (`gemm`) and FP8 GEMM (`fp8_gemm`).
 
 Each is one file that is both a module and the text of a `%%tilelang` cell, so the lab's launcher
 templates, notebooks 2 and 4, the benchmarks and the tests share one source. A file defines its kernel
@@ -15,7 +15,7 @@ from typing import Any
 
 from tilebench.compat.adopt import adopt
 
-NAMES = ("attention", "gemm")
+NAMES = ("attention", "gemm", "fp8_gemm")
 
 
 def _checked(name: str) -> str:
