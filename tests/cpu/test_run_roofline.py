@@ -61,6 +61,17 @@ def test_the_roofline_is_drawn_when_the_run_ends_and_a_click_opens_the_config(tm
     clicked = panel.result
     assert clicked.kernel.name == "matmul" and f"config {CONFIGS[0]}" in clicked.summary()
     assert "1024" in repr(clicked.kernel) and clicked.artifacts.resources.smem_bytes
+    assert board.roofline.compare_button.disabled  # one config opened so far
+    click(figure, "ok", 1)
+    assert not board.roofline.compare_button.disabled
+    board.roofline.compare_button.click()  # what the button does in the browser
+    (shown,) = board.roofline.opened.children
+    comparison = board.roofline.compare()
+    assert "shared memory" in [row.name for row in comparison.sections["resources"].rows if row.differs]
+    assert (
+        str(CONFIGS[0]).replace("'", "&#x27;") in shown.value
+        and str(CONFIGS[1]).replace("'", "&#x27;") in shown.value
+    )
 
 
 def test_without_stored_peaks_it_says_how_to_get_them(tmp_path):

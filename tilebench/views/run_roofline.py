@@ -1,7 +1,8 @@
 """A tuning run's roofline under its dashboard (issue 34): drawn when the run ends, if its records carry
 TFLOP/s and GB/s (a tune given `flops` and `nbytes`) and this GPU's peaks were measured; a click on a
 config's point shows that config's kernel panel below the plot (`open_config`, set by whoever knows how
-to compile a config: compat/sessions.py)."""
+to compile a config: compat/sessions.py); with two configs clicked, "compare" puts them side by side
+(`tb.compare`: resources, instruction mix, profiles, the CUDA diff)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ class RunRoofline:
         self.note = widgets.HTML()
         self.figure = widgets.Box()
         self.opened = widgets.Box()
-        self.widget = widgets.VBox([self.note, self.figure, self.opened])
+        self.shown: list[tuple[dict[str, Any], Any]] = []  # the last two configs opened, and their views
+        self.compare_button = widgets.Button(description="compare the last two", disabled=True)
+        self.compare_button.on_click(lambda _: self.compare())
+        self.widget = widgets.VBox([self.note, self.figure, self.compare_button, self.opened])
         self.widget.add_class("tilebench-run-roofline")
 
     def draw(self, records: Sequence[Any]) -> None:
@@ -52,7 +56,21 @@ class RunRoofline:
             view = widgets.HTML(
                 f"<pre>could not open {html.escape(str(config))}: {html.escape(str(exc))}</pre>"
             )
+        else:
+            self.shown = [*self.shown[-1:], (config, view)]
+            self.compare_button.disabled = len(self.shown) < 2
         self.opened.children = (view,)
+
+    def compare(self) -> Any:
+        """The last two configs opened, side by side (tb.compare), shown below the plot and returned."""
+        import ipywidgets as widgets
+
+        from tilebench.views.diff import compare
+
+        (first, a), (second, b) = self.shown
+        comparison = compare(a.result, b.result, labels=(str(first), str(second)))
+        self.opened.children = (widgets.HTML(comparison._repr_html_()),)
+        return comparison
 
     def _say(self, text: str) -> None:
         self.note.value = (
