@@ -1,13 +1,15 @@
 """tilebench's Hopper kernels beside the vendor libraries, tuned over structure and tile sizes in one run.
 
 Attention forward, B8 S4096 H32 D128 fp16, non-causal and causal, against torch SDPA; GEMM 4096^3 and
-8192^3 fp16 against torch.matmul (cuBLAS). Each kernel (tilebench/templates/) is tuned by
+8192^3 fp16 against torch.matmul (cuBLAS); FP8 GEMM (e4m3 in, per-tensor scales, bf16 out) 4096^3 and
+8192^3 against torch._scaled_mm (cuBLASLt). Each kernel (tilebench/templates/) is tuned by
 tilebench (checked against the vendor result, TPE within --budget seconds); the tuner's best five are
 re-timed here against the vendor's call, the two taking turns (_paired.py: the median of 7 rounds), the
 chosen one again on its own; `rounds` gives the lowest and highest of its 7 ratios, the noise a single
 ratio carries.
 Target: >= 1.0x for all four.
-Usage: python benchmarks/kernels.py [--budget 60] [--only attention|gemm]
+Each row also gives TFLOP/s as % of the H100 SXM's dense peak (989 fp16, 1,979 fp8).
+Usage: python benchmarks/kernels.py [--budget 60] [--only attention|gemm|fp8]
 """
 
 import argparse
@@ -26,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paired import retime  # noqa: E402
 
 TARGET = 1.0
+DENSE_PEAK = {"fp16": 989.0, "fp8": 1979.0}  # TFLOP/s, the H100 SXM's data sheet
 BATCH, SEQ, HEADS, DIM = 8, 4096, 32, 128
 
 
@@ -46,7 +49,7 @@ def fastest(result, count: int = 5) -> list:
     return sorted((r for r in result.records if r.status == "ok"), key=lambda r: r.median_ms)[:count]
 
 
-def row(report, case: str, result, flops: float, retimed) -> None:
+def row(report, case: str, result, flops: float, retimed, precision: str = "fp16") -> None:
     (ms, vendor_ms, spread, config), finalists = retimed
     counts = {s: sum(1 for r in result.records if r.status == s) for s in {r.status for r in result.records}}
     report.row(
@@ -56,6 +59,7 @@ def row(report, case: str, result, flops: float, retimed) -> None:
         tflops=flops / ms / 1e9,
         vendor_tflops=flops / vendor_ms / 1e9,
         vs_vendor=vendor_ms / ms,
+        pct_of_dense_peak=100 * flops / ms / 1e9 / DENSE_PEAK[precision],
         rounds=spread,
         target=TARGET,
         met="yes" if vendor_ms / ms >= TARGET else "no",
@@ -141,6 +145,43 @@ def gemm_cases(report, budget: float) -> None:
         row(report, f"GEMM {size}^3 vs cuBLAS", result, flops, best)
 
 
+def fp8_cases(report, budget: float) -> None:
+    import torch
+
+    import tilebench as tb
+    from tilebench import templates
+
+    fp8_gemm = templates.kernel("fp8_gemm")
+    template = templates.module("fp8_gemm")
+    choices = {name: tb.tune(values) for name, values in template.FP8_GEMM_SPACE.items()}
+    for size in (4096, 8192):
+        A = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn)
+        B_nk = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn)
+        scale_a = torch.tensor([0.5], device="cuda")
+        scale_b = torch.tensor([2.0], device="cuda")
+        tensors = (A, B_nk, scale_a, scale_b)
+
+        def reference(A, B_nk, scale_a, scale_b):
+            return ((A.float() * scale_a) @ (B_nk.float() * scale_b).T).bfloat16()
+
+        def vendor(A=A, B_nk=B_nk, scale_a=scale_a, scale_b=scale_b):
+            return torch._scaled_mm(A, B_nk.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16)
+
+        flops = 2 * size**3
+        options = tune_options(reference, flops, budget, template.fp8_gemm_fits)
+        result = fp8_gemm.tune(*tensors, **choices, tune_options=options)
+        finalists = fastest(result)
+        if not finalists:
+            report.note(f"FP8 GEMM {size}^3: no config passed the check")
+            continue
+        best = retime(
+            lambda config, tensors=tensors: _bound(fp8_gemm, tensors, config),
+            vendor,
+            [r.config for r in finalists],
+        )
+        row(report, f"FP8 GEMM {size}^3 vs torch._scaled_mm", result, flops, best, precision="fp8")
+
+
 def _bound(jit, tensors: tuple, config: dict):
     """The compiled kernel of `config` as a no-argument call on `tensors`."""
     kernel = jit.compile(*tensors, **config)
@@ -150,7 +191,7 @@ def _bound(jit, tensors: tuple, config: dict):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--budget", type=float, default=60, help="tuning seconds per case (60)")
-    parser.add_argument("--only", choices=["attention", "gemm"], default=None)
+    parser.add_argument("--only", choices=["attention", "gemm", "fp8"], default=None)
     options = parser.parse_args()
 
     from _report import Report
@@ -165,6 +206,8 @@ def main() -> None:
         attention_cases(report, options.budget)
     if options.only in (None, "gemm"):
         gemm_cases(report, options.budget)
+    if options.only in (None, "fp8"):
+        fp8_cases(report, options.budget)
     report.note(
         "structures: warp-specialized (TMA producer, pipelines written out or tilelang's) or cp.async,"
         " consumer warpgroups, attention's softmax overlap, epilogue, GEMM blocks per tile or persistent"
