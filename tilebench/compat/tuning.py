@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -332,9 +334,18 @@ def compile_only_stand_in(result: TuneResult) -> tuple[tuple, dict] | None:
     warnings.warn(
         f"{result.name}: compile-only (no CUDA device), so no config was timed; "
         f"using the first config that compiled, {record.config}",
-        stacklevel=4,  # the user's call: AutoTuned.__call__/compile -> _best -> here
+        stacklevel=_user_stacklevel(),  # the user's call (a kernel's call, compile, AutoTuner.run)
     )
     return result.make_call(record.config)
+
+
+def _user_stacklevel() -> int:
+    """The stacklevel, for a warning raised by the caller, of the first frame outside tilebench."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _first_compiled(result: TuneResult) -> Any:
