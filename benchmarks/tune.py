@@ -159,12 +159,18 @@ def timeline(records, total_s: float) -> str:
         for name, seconds in (record.extra.get("phases") or {}).items():
             phases[name] = phases.get(name, 0.0) + seconds
     start = created[-1] - total_s if created else 0.0  # approximate: the run ended with its last record
+    compiling: dict[str, float] = {}
+    for record in records:
+        for name, seconds in (record.extra.get("compile_phases") or {}).items():
+            compiling[name] = compiling.get(name, 0.0) + seconds / len(records)
     uses = [r.extra.get("headers") or "unknown" for r in records if r.compile_s is not None]
     headers = ", ".join(f"{use} {uses.count(use)}" for use in sorted(set(uses)))
     return (
         f"first record at {created[0] - start:.1f} s, last at {created[-1] - start:.1f} s of {total_s:.1f} s; "
         f"compile max {max(compile_s, default=0):.1f} s (mean {sum(compile_s) / max(len(compile_s), 1):.1f}; "
-        f"headers: {headers or '-'}); "
+        f"headers: {headers or '-'}; a compile's mean phases: "
+        + ", ".join(f"{name} {seconds:.2f}" for name, seconds in compiling.items())
+        + "); "
         f"benchmark worker busy {sum(bench_s):.1f} s in all ("
         + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases.items())
         + ")"

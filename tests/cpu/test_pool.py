@@ -53,6 +53,11 @@ def test_compiles_in_parallel_into_the_cache_the_parent_then_hits(pool):
     assert [o.status for o in outcomes] == ["ok"] * 3, [o.message for o in outcomes]
     assert [o.index for o in outcomes] == [0, 1, 2] and sorted(o.index for o in seen) == [0, 1, 2]
     assert len(pool.pids) == 2 and all(os.getpgid(pid) == pid for pid in pool.pids)
+    for outcome in outcomes:  # each worker says where its compile's seconds went, phase by phase
+        timed = dict(outcome.phases)
+        assert {"read", "lower", "device codegen", "device compile", "cache save"} <= set(timed), timed
+        assert all(seconds >= 0 for seconds in timed.values())
+        assert 0.8 * outcome.seconds <= sum(timed.values()) <= outcome.seconds + 0.01, (timed, outcome.seconds)
     compiled = cached_kernels()
     assert len(compiled) == 3
     for func in funcs:

@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from tilebench.compiler import headers
+from tilebench.compiler import headers, phases
 from tilebench.compiler.nvrtc import NvrtcError, nvrtc_options, nvrtc_source, usable, version
 from tilebench.config import settings
 
@@ -63,7 +63,8 @@ def _device_binary(code: str, target: Any, pass_config: dict | None) -> bytes | 
         or len(nvcc.get_target_code_list(target_code)) > 1
         or config.get(PassConfigKey.TL_DEVICE_COMPILE_FLAGS)
     ):
-        return tilelang_callback_cuda_compile(code, target, pass_config)
+        with phases.timing("device compile"):
+            return tilelang_callback_cuda_compile(code, target, pass_config)
     options = nvrtc_options(target_arch, config)
     key = CUDABinaryCache.make_key(
         code=code,
@@ -79,11 +80,13 @@ def _device_binary(code: str, target: Any, pass_config: dict | None) -> bytes | 
 
     source = nvrtc_source(code)
     try:
-        cubin = headers.compile_with_headers(source, options)
+        with phases.timing("device compile"):
+            cubin = headers.compile_with_headers(source, options)
     except NvrtcError:
         if settings.device_compiler == "nvrtc":
             raise
-        return tilelang_callback_cuda_compile(code, target, pass_config)  # nvcc's own error, if any
+        with phases.timing("device compile"):
+            return tilelang_callback_cuda_compile(code, target, pass_config)  # nvcc's own error, if any
     headers.remember(source, options)
     CUDABinaryCache.save(key, "cubin", cubin)
     return cubin

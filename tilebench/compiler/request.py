@@ -15,8 +15,9 @@ import re
 import warnings
 from typing import TYPE_CHECKING, Any, Literal
 
-from tilebench.compiler import headers, tir_json
+from tilebench.compiler import headers, phases, tir_json
 from tilebench.compiler.cache import UntrustedCacheWarning
+from tilebench.compiler.phases import Phases
 from tilebench.compiler.runtime import tilelang
 
 if TYPE_CHECKING:
@@ -54,7 +55,9 @@ class CompileRequest:
             try:
                 # deepcopy: a disk-cache load rewrites out_idx in place ([-1] -> [2]), changing later keys.
                 with headers.more_coming(self.more_coming):
-                    tl.compile(tir_json.load(self.tir_json), **copy.deepcopy(self.kwargs))
+                    with phases.timing("read"):
+                        func = tir_json.load(self.tir_json)
+                    tl.compile(func, **copy.deepcopy(self.kwargs))
             except Exception as exc:  # any compiler failure is data for the caller
                 return "compile_error", readable_error(exc)
             finally:
@@ -85,6 +88,7 @@ class CompileOutcome:
     label: str = ""
     headers: str = ""  # how NVRTC met the kernel's includes (headers.take_last_use); "" where not known
     warned: Warned = ()  # warnings the compile gave that the asking process must see (reissue)
+    phases: Phases = ()  # (phase, seconds) of the compile (phases.take); () where not known
 
     @property
     def ok(self) -> bool:

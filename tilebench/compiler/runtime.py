@@ -9,7 +9,7 @@ import logging
 from types import ModuleType
 from typing import Any
 
-from tilebench.compiler import device_compile, export, mutation_cache, quiet_output
+from tilebench.compiler import device_compile, export, mutation_cache, phases, quiet_output
 from tilebench.compiler.cache import guard_disk_cache
 from tilebench.compiler.environment import prepare_environment
 
@@ -24,6 +24,7 @@ def tilelang() -> ModuleType:
     mutation_cache.install()  # a kernel function's source rewritten once, not once per elaboration
     device_compile.install()  # device code through NVRTC
     export.install()  # kernel-cache saves without compiling the device binary as C
+    phases.install()  # each compile's seconds by phase, for the records
     quiet_output.install()  # tilelang's CUPTI timer where output is captured (%%capture, redirect_stdout)
     # tilebench keeps one tilelang kernel per compile key by design; tilelang's hint to use
     # @tilelang.jit instead on every memory-cache hit is noise here.

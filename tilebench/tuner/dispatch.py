@@ -106,7 +106,7 @@ def machine_of(devices: Sequence[int]) -> dict[str, str]:
 
 def record_of(config: dict, result: Any, compile_s: float | None, **where: Any) -> Record:
     """The record of a measured config; `where` fills `gpu`, `device` and extra's other keys (`worker`,
-    `lane`, `headers`: how the compile met its includes)."""
+    `lane`, `headers`: how the compile met its includes, `compile_phases`: its seconds by phase)."""
     extra = {
         "quick_ms": result.quick_ms,
         "full": result.full,
@@ -189,9 +189,14 @@ class LocalExecutor:
         """Compile every candidate; measure the compiled ones on the lanes; keep each record as it comes."""
 
         def record(work: Work, result: Any) -> Record:
-            headers = work.compiled.headers or None
+            compiled = work.compiled
             return record_of(
-                work.candidate.config, result, work.compiled.seconds, **work.where, headers=headers
+                work.candidate.config,
+                result,
+                compiled.seconds,
+                **work.where,
+                headers=compiled.headers or None,
+                compile_phases=dict(compiled.phases) or None,
             )
 
         done: queue.Queue = queue.Queue()
@@ -215,6 +220,8 @@ class LocalExecutor:
                     )
                 elif not lanes:
                     extra = {"headers": outcome.headers} if outcome.headers else {}
+                    if outcome.phases:
+                        extra["compile_phases"] = dict(outcome.phases)
                     config = dict(candidate.config)
                     sink.keep(
                         candidate,

@@ -26,7 +26,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from typing import TYPE_CHECKING
 
-from tilebench.compiler import headers
+from tilebench.compiler import headers, phases
 from tilebench.compiler.environment import prepare_environment
 from tilebench.compiler.options import CompileOptions
 from tilebench.compiler.request import (
@@ -76,7 +76,9 @@ def _compile_here(requests: Iterable[CompileRequest]) -> Iterator[CompileOutcome
         status, message = request()
         seconds = time.monotonic() - started
         use = headers.take_last_use()
-        yield CompileOutcome(status, message, seconds, index, request.label, use, take_warnings())
+        yield CompileOutcome(
+            status, message, seconds, index, request.label, use, take_warnings(), phases.take()
+        )
 
 
 def _worker_main(conn: Connection, cache_dir: str) -> None:
@@ -95,7 +97,8 @@ def _worker_main(conn: Connection, cache_dir: str) -> None:
             return
         start = time.perf_counter()
         status, message = request()
-        conn.send((status, message, time.perf_counter() - start, headers.take_last_use(), take_warnings()))
+        seconds = time.perf_counter() - start
+        conn.send((status, message, seconds, headers.take_last_use(), take_warnings(), phases.take()))
 
 
 class _Worker(Child):
@@ -230,8 +233,8 @@ class CompilePool:
                     continue
                 if reply is not DIED and worker.job:
                     (index, label), worker.job = worker.job, None
-                    status, message, seconds, header_use, warned = reply
-                    yield CompileOutcome(status, message, seconds, index, label, header_use, warned)
+                    status, message, seconds, header_use, warned, timed = reply
+                    yield CompileOutcome(status, message, seconds, index, label, header_use, warned, timed)
                 else:
                     yield from self._fail(worker, pending)
             elif now >= worker.deadline:
