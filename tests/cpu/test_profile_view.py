@@ -16,7 +16,7 @@ from tilebench.inspect.artifacts import find_cuda_tool
 from tilebench.inspect.ncu_report import NcuProfile
 from tilebench.magic.result import CellResult
 from tilebench.views.panel import TABS, KernelPanel
-from tilebench.views.profile import HOW
+from tilebench.views.profile import HOW, defining_cell
 from tilebench.workers.profile import MISSING, ProfileOutcome
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -67,6 +67,17 @@ def test_a_failed_profile_shows_ncus_note(profiled):
     assert "tilebench-profile-failed" in shown and "TILEBENCH_NCU" in shown
 
 
+def test_stall_heat_folds_the_samples_onto_the_cell_without_asking_for_line_info_first(profiled):
+    """result.stall_heat() (notebook 7's `explain`) compiles the line info it needs itself."""
+    heat = profiled.stall_heat()
+    assert heat is not None and heat.mismatched == 0 and heat.share >= 0.9, heat
+    gemm_line = next(n for n, line in enumerate(SEED.splitlines(), start=2) if "T.gemm(" in line)
+    assert heat.samples.get(gemm_line, 0) > 0
+    assert CellResult(**{**profiled.__dict__, "profile": None, "_panel": None}).stall_heat() is None
+    failed = CellResult(**{**profiled.__dict__, "profile": ProfileOutcome(None, MISSING), "_panel": None})
+    assert failed.stall_heat() is None
+
+
 def test_a_profile_shows_speed_of_light_stalls_and_a_heat_column(profiled):
     shown = KernelPanel(profiled).content("Profile").value
     profile = profiled.profile.profile
@@ -97,7 +108,7 @@ def test_a_cell_that_names_an_earlier_cells_kernel_finds_that_cells_lines(ip):
     ip.run_cell_magic("tilelang", "A, B -o defining", EAGER_GEMM)
     ip.run_cell_magic("tilelang", "A, B, **small -o naming", "gemm = defining.kernels['gemm']\n")
     panel = KernelPanel(ip.user_ns["naming"])
-    cell, start = panel._defining_cell()
+    cell, start = defining_cell(ip.user_ns["naming"])
     assert cell.rstrip() == EAGER_GEMM.rstrip() and panel.links.start is None
     source = ip.user_ns["naming"].source.splitlines()
     assert EAGER_GEMM.splitlines()[start - 2] == source[0]  # editor line `start` is the source's first

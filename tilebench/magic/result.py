@@ -97,6 +97,14 @@ class CellResult:
         resources = getattr(self.artifacts, "resources", None)
         return list(getattr(resources, "over_limits", None) or [])
 
+    def stall_heat(self) -> Any:
+        """--profile's stall samples per line of the cell that defines the kernel (a LineHeat: `samples`
+        maps cell lines to samples, `share` is the part on a line); None without a profile, without SASS
+        line info (nvdisasm) or when no cell holds the kernel's source."""
+        from tilebench.views.profile import stall_heat
+
+        return stall_heat(self)
+
     def panel(self) -> Any:
         """The kernel panel widget (built once)."""
         if self._panel is None:

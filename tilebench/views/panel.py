@@ -15,7 +15,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from tilebench.inspect.artifacts import find_cuda_tool
-from tilebench.inspect.line_map import cached_text, source_start
+from tilebench.inspect.line_map import source_start
 from tilebench.kernel.tilelang_api import without_line_directives
 from tilebench.views.loading import loading_html, style
 from tilebench.views.resources import asked_threads, resources_html
@@ -273,26 +273,12 @@ class KernelPanel(widgets.VBox):
 
     def _profile(self) -> widgets.Widget:
         """Nsight Compute's view of one launch (--profile), its stall samples folded onto the Source lines."""
-        from tilebench.views.profile import profile_html
+        from tilebench.views.profile import defining_cell, profile_html, stall_heat
 
-        outcome, art = getattr(self.result, "profile", None), self.result.artifacts
-        heat, (cell, start) = None, self._defining_cell()
-        if outcome is not None and outcome.profile is not None and start is not None:
-            art.ensure_line_info()
-            if art.line_sass:
-                heat = outcome.profile.fold(art.line_sass, art.line_map_for(cell))
+        outcome = getattr(self.result, "profile", None)
+        _, start = defining_cell(self.result)
+        heat = stall_heat(self.result)
         return widgets.HTML(f"{style()}{profile_html(outcome, self.result.source, start, heat)}")
-
-    def _defining_cell(self) -> tuple[str | None, int | None]:
-        """The cell that holds the kernel's source and the line its source starts at: this cell, or, for a
-        cell that only names a kernel an earlier cell defined, that cell (as IPython cached it)."""
-        cell = getattr(self.result, "cell", None)
-        if self.links.start is not None:
-            return cell, self.links.start
-        file = self.result.artifacts.line_map_for(cell, assembly=False).cell_file
-        text = (cached_text(file) or "") if file else ""
-        start = source_start(text, self.result.source) if text else None
-        return (text, start) if start is not None else (cell, None)
 
     def _resources(self) -> widgets.Widget:
         art = self.result.artifacts

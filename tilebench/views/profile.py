@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from tilebench.inspect.line_map import cached_text, source_start
+
 HOW = (
     "Not profiled. Profile one launch with Nsight Compute: <code>%%tilelang ... --profile</code>, or "
     "<code>kernel.profile(*inputs)</code> on a compiled kernel (it needs a GPU and <code>ncu</code>)."
@@ -115,3 +117,29 @@ def profile_html(outcome: Any, source: str = "", first_line: int | None = None, 
     if heat is not None and source and first_line is not None:
         body += heat_html(source, first_line, heat)
     return f"<div class='tilebench-profile'>{head}{body}</div>"
+
+
+def defining_cell(result: Any) -> tuple[str | None, int | None]:
+    """The cell that holds a %%tilelang result's kernel source, and the cell line that source starts at:
+    the result's own cell, or, for a cell that only names a kernel an earlier cell defined, that earlier
+    cell (as IPython cached it). (cell, None) when the source is in neither."""
+    cell = getattr(result, "cell", None)
+    start = source_start(cell, result.source) if cell else None
+    if start is not None:
+        return cell, start
+    file = result.artifacts.line_map_for(cell, assembly=False).cell_file
+    text = (cached_text(file) or "") if file else ""
+    start = source_start(text, result.source) if text else None
+    return (text, start) if start is not None else (cell, None)
+
+
+def stall_heat(result: Any) -> Any:
+    """The profile's stall samples per line of the cell that defines the kernel (a LineHeat), or None
+    where there is no profile, no SASS with line info (nvdisasm) or no cell holding the source."""
+    outcome, art = getattr(result, "profile", None), result.artifacts
+    if outcome is None or outcome.profile is None or art is None:
+        return None
+    cell, start = defining_cell(result)
+    if start is None or art.ensure_line_info() is None or not art.line_sass:
+        return None
+    return outcome.profile.fold(art.line_sass, art.line_map_for(cell))
