@@ -3,7 +3,8 @@
 A bucket is tuned on its first call (or, with `on_new_bucket="nearest"`, borrows the best config of the
 nearest bucket tuned so far, with a warning, until `tune_bucket` tunes it). Once a bucket is known, a
 call whose tuned parameters are all left open goes straight to the kernel under that bucket's config:
-reading the key's arguments and one dict lookup (`ShapeRoutes.route`).
+the key's arguments read into one flat tuple and one dict lookup (`ShapeRoutes.call`, code written for
+the first routed call's kinds of arguments).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import warnings
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from tilebench.tuner.buckets import BucketKey, nearest
+from tilebench.kernel.tilelang_api import TileLangKernelAPI
+from tilebench.tuner.buckets import MISS, BucketKey, make_router, nearest
 from tilebench.tuner.config_options import kernel_for_call
 from tilebench.tuner.protocol import TunableKernel
 from tilebench.tuner.result import TuneResult
 
+Route = tuple[Callable[..., Any], dict[str, Any], Callable[[Any], Any]]  # kernel, config kwargs, finish
 _MEMO_SIZE = 4096  # distinct raw keys remembered (shapes seen); past it, each call rounds its key again
 
 
@@ -35,33 +38,63 @@ class BucketTuning:
 class ShapeRoutes:
     """The buckets of one autotuned kernel: what each was tuned to, and a fast route per bucket."""
 
-    def __init__(self, jit: TunableKernel, options: Any, signature: inspect.Signature | None) -> None:
+    def __init__(
+        self,
+        jit: TunableKernel,
+        options: Any,
+        signature: inspect.Signature | None,
+        max_args: int = 0,
+        tuned: frozenset[str] = frozenset(),
+    ) -> None:
+        """`max_args`: the most positional arguments a routed call may give (no tuned parameter among
+        them); `tuned`: the tuned parameters' names, which a routed call leaves out. (AutoTuner, which
+        routes no call, gives neither.)"""
         self.jit = jit
         self.key = BucketKey(options.key, options.buckets, signature, jit.__name__)
         self.nearest_first = options.on_new_bucket == "nearest"
         self.tunings: dict[Hashable, BucketTuning] = {}
-        self.routes: dict[Hashable, Callable[..., Any]] = {}  # bucket -> its route
-        self.memo: dict[Hashable, Callable[..., Any]] = {}  # a call's raw key values -> its bucket's route
+        self.routes: dict[Hashable, Route] = {}  # bucket -> its route
+        self.memo: dict[Hashable, Route] = {}  # a call's flat key values -> its bucket's route
         self.signature = signature
+        self.max_args, self.tuned = max_args, tuned
+        # the call's output through its bucket's route, or MISS; code written at the first routed call
+        self.call: Callable[[tuple, dict], Any] = self._call_slowly
+        self._memo_key: Callable[[tuple], Hashable] | None = None
+        self._kinds: tuple[bool, ...] | None = None  # per key argument: a tensor in the calls memo_key reads
 
-    def route(self, args: tuple, kwargs: dict) -> Callable[..., Any] | None:
-        """The route of this call's bucket, if it has one: one lookup once the call's key values were seen."""
+    def _call_slowly(self, args: tuple, kwargs: dict) -> Any:
+        """`call` for any call: its bucket read and rounded, the output through the route, or MISS."""
+        route = self.route(args, kwargs)
+        if route is None:
+            return MISS
+        kernel, config, finish = route
+        out = kernel(*args, **kwargs, **config)
+        return finish(out) if isinstance(out, TileLangKernelAPI) else out
+
+    def route(self, args: tuple, kwargs: dict) -> Route | None:
+        """The route of this call's bucket, if it has one and the call leaves every tuned parameter open;
+        calls like the first one are remembered in `memo`, for `call`'s one-lookup way."""
+        if len(args) > self.max_args or not self.tuned.isdisjoint(kwargs):
+            return None
         if self.key.function is not None:
             return self.routes.get(self.key(args, kwargs))
-        try:
-            raw = self.key.quick_raw(args, kwargs)
-        except AttributeError:  # a value of another kind than the first call's (an int for a tensor)
-            raw = self.key.raw(args, kwargs)
-        try:
-            return self.memo[raw]
-        except KeyError:
-            pass
-        except TypeError:  # a key value that cannot be hashed as given
-            return self.routes.get(self.key(args, kwargs))
+        raw = self.key.raw(args, kwargs)
         route = self.routes.get(self.key.bucket_of(raw))
-        if route is not None and len(self.memo) < _MEMO_SIZE:
-            self.memo[raw] = route
+        if self._kinds is None:
+            self.call, self._memo_key = make_router(
+                self.key.slots, raw, self.memo, self._call_slowly, self.max_args, TileLangKernelAPI
+            )
+            self._kinds = tuple(_tensor_form(value) for value in raw)
+        if self._memorable(route, raw, kwargs):
+            self.memo[self._memo_key(args)] = route
         return route
+
+    def _memorable(self, route: Any, raw: tuple, kwargs: dict) -> bool:
+        """Whether `call` can find this call's route in the memo next time: a call of the first routed
+        call's form (memo_key reads it right) whose key values compare by value."""
+        if route is None or kwargs or self._memo_key is None or len(self.memo) >= _MEMO_SIZE:
+            return False
+        return tuple(_tensor_form(v) for v in raw) == self._kinds and all(map(_by_value, raw))
 
     def label(self, bucket: Hashable) -> str:
         return self.key.label(bucket)
@@ -86,13 +119,10 @@ class ShapeRoutes:
         return tuning
 
     def add_route(self, bucket: Hashable, config: dict[str, Any], finish: Callable[[Any], Any]) -> None:
-        """Calls in `bucket` go straight to the kernel under `config`; `finish` gets each call's output."""
+        """Calls in `bucket` go straight to the kernel under `config`; `finish` gets each compiled kernel
+        a call returns (a lazy kernel's call), an eager kernel's output is returned as it is."""
         jit, config_kwargs = kernel_for_call(self.jit, dict(config))
-
-        def route(*args: Any, **kwargs: Any) -> Any:
-            return finish(jit(*args, **kwargs, **config_kwargs))
-
-        self.routes[bucket] = route
+        self.routes[bucket] = (jit, config_kwargs, finish)
         self.memo.clear()  # a raw key may have been routed by the bucket's earlier config
 
     def table(self) -> dict[str, dict[str, Any]]:
@@ -117,3 +147,14 @@ def open_positions(signature: inspect.Signature | None, tuned: set[str]) -> int:
         if param.name in tuned or param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
             return index
     return len(signature.parameters)
+
+
+def _tensor_form(value: Any) -> bool:
+    """A key value as BucketKey.raw gives a tensor: (its shape, its dtype)."""
+    return isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], tuple)
+
+
+def _by_value(value: Any) -> bool:
+    """Whether a raw key value hashes and compares by value (what the memo may hold): a tensor's shape and
+    dtype, or a plain number, string or None; never an object that compares by identity."""
+    return _tensor_form(value) or isinstance(value, (int, float, str, type(None)))

@@ -16,6 +16,7 @@ from tilebench.kernel.binder import freeze_key
 from tilebench.kernel.describe import describe_value
 from tilebench.kernel.tilelang_api import TileLangKernelAPI
 from tilebench.measure.timer import time_call
+from tilebench.tuner.buckets import MISS
 from tilebench.tuner.config_options import compile_call, kernel_for_call
 from tilebench.tuner.observers import FirstCompiled
 from tilebench.tuner.protocol import TunableKernel
@@ -206,7 +207,8 @@ class AutoTuned:
 
     def _shapes(self) -> ShapeRoutes:
         if self.shapes is None:
-            self.shapes = ShapeRoutes(self.jit, self.tune_options, _signature(self.jit))
+            tuned = self._tuned_names or frozenset()
+            self.shapes = ShapeRoutes(self.jit, self.tune_options, _signature(self.jit), self._open, tuned)
         return self.shapes
 
     def _best_of_bucket(
@@ -287,16 +289,10 @@ class AutoTuned:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         shapes = self.shapes
-        # a route exists only for static configs, so _tuned_names is a set there
-        if (
-            shapes is not None
-            and shapes.routes
-            and len(args) <= self._open
-            and not self._tuned_names & kwargs.keys()
-        ):
-            route = shapes.route(args, kwargs)  # a known bucket: one lookup
-            if route is not None:
-                return route(*args, **kwargs)
+        if shapes is not None and shapes.routes:  # routes exist only for static configs
+            out = shapes.call(args, kwargs)  # a known bucket: one lookup
+            if out is not MISS:
+                return out
         call_args, call_kwargs, chosen = self._best(args, kwargs)
         jit, call_kwargs = kernel_for_call(self.jit, call_kwargs)
         return self._with_tuning(jit(*call_args, **call_kwargs), chosen)

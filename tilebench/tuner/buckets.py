@@ -63,15 +63,6 @@ class BucketKey:
         self.round = _rounding(buckets)
         self.pow2 = buckets == "pow2"
         self.slots = () if self.function is not None else _slots(self.names, signature, kernel_name)
-        self.fast_raw: Callable[[tuple, dict], tuple] | None = None  # made from the first call's kinds
-
-    def quick_raw(self, args: tuple, kwargs: dict) -> tuple:
-        """`raw`, through code made for calls like the first one seen (the key arguments given by
-        position, tensors where it had tensors): a tuple built in one expression. Another kind of call
-        takes `raw`; a value of another kind raises AttributeError (the caller then calls `raw`)."""
-        if self.fast_raw is None:
-            self.fast_raw = _make_fast_raw(self.slots, self.raw(args, kwargs), self.raw)
-        return self.fast_raw(args, kwargs)
 
     def __call__(self, args: tuple, kwargs: dict) -> Hashable:
         """The call's bucket."""
@@ -156,28 +147,51 @@ def _slots(names: Sequence[str], signature: inspect.Signature | None, kernel_nam
     return tuple(slots)
 
 
-def _make_fast_raw(
-    slots: Sequence[_Slot], example: tuple, raw: Callable[[tuple, dict], tuple]
-) -> Callable[[tuple, dict], tuple]:
-    """A function equal to `raw` for calls that give every key argument by position, written out for
-    `slots` (tensor slots where `example` had a tensor); others go to `raw`."""
-    if not slots or any(slot.position is None for slot in slots):
-        return raw
+MISS = object()  # a router's answer for a call it has no route for
+
+
+def make_router(
+    slots: Sequence[_Slot],
+    example: tuple,
+    memo: dict[Hashable, tuple[Callable[..., Any], dict[str, Any], Callable[[Any], Any]]],
+    slow: Callable[[tuple, dict], Any],
+    max_args: int,
+    finished: type,
+) -> tuple[Callable[[tuple, dict], Any], Callable[[tuple], Hashable] | None]:
+    """(router, memo_key) written out for `slots` and calls like `example`'s (from `raw`): the key
+    arguments by position, no keywords, at most `max_args` positional ones, tensors where it had tensors.
+
+    `router(args, kwargs)` finds `memo[memo_key(args)]`, a route (kernel, its config's keyword arguments,
+    finish) found by one flat tuple (a tensor as its shape and dtype) and one dict lookup, and calls the
+    kernel; an output of type `finished` goes through finish. Any other call, or a miss, goes to
+    `slow(args, kwargs)`. memo_key is None (and router is slow) where no call can take the quick way: a key
+    argument that is keyword-only, or past `max_args`.
+    """
+    if not slots or any(slot.position is None or slot.position >= max_args for slot in slots):
+        return slow, None
     parts = []
     for slot, value in zip(slots, example):
         item = f"args[{slot.position}]"
         is_tensor = isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], tuple)
-        parts.append(f"({item}.shape, {item}.dtype)" if is_tensor else item)
+        parts.append(f"{item}.shape, {item}.dtype" if is_tensor else item)
     need = max(slot.position for slot in slots if slot.position is not None) + 1
+    key = f"({', '.join(parts)},)"
     source = (
-        "def fast_raw(args, kwargs):\n"
-        f"    if len(args) >= {need} and not kwargs:\n"
-        f"        return ({', '.join(parts)},)\n"
-        "    return raw(args, kwargs)\n"
+        "def router(args, kwargs):\n"
+        f"    if kwargs or not {need} <= len(args) <= {max_args}:\n"
+        "        return slow(args, kwargs)\n"
+        "    try:\n"
+        f"        kernel, config, finish = memo[{key}]\n"
+        "    except (KeyError, AttributeError, TypeError):\n"
+        "        return slow(args, kwargs)\n"
+        "    out = kernel(*args, **config)\n"
+        "    return finish(out) if isinstance(out, finished) else out\n"
+        "def memo_key(args):\n"
+        f"    return {key}\n"
     )
-    scope: dict[str, Any] = {"raw": raw}
+    scope: dict[str, Any] = {"memo": memo, "slow": slow, "finished": finished}
     exec(compile(source, "<tilebench bucket key>", "exec"), scope)  # noqa: S102 - our own text, no input
-    return scope["fast_raw"]
+    return scope["router"], scope["memo_key"]
 
 
 def distance(a: Hashable, b: Hashable) -> float:
