@@ -57,7 +57,8 @@ def test_compiles_in_parallel_into_the_cache_the_parent_then_hits(pool):
         timed = dict(outcome.phases)
         assert {"read", "lower", "device codegen", "device compile", "cache save"} <= set(timed), timed
         assert all(seconds >= 0 for seconds in timed.values())
-        assert 0.8 * outcome.seconds <= sum(timed.values()) <= outcome.seconds + 0.01, (timed, outcome.seconds)
+        total = sum(timed.values())
+        assert 0.8 * outcome.seconds <= total <= outcome.seconds + 0.01, (timed, outcome.seconds)
     compiled = cached_kernels()
     assert len(compiled) == 3
     for func in funcs:
