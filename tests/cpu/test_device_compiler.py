@@ -4,6 +4,8 @@ kernel-cache saves that pull the device binary in through `.incbin`: real NVRTC,
 import ctypes
 import json
 import os
+import random
+import shutil
 import stat
 import time
 
@@ -13,6 +15,7 @@ from tvm.target import Target
 
 import tilebench as tb
 from tilebench.compiler import device_compile, export, headers, include_sets, nvrtc
+from tilebench.compiler.environment import tilelang_cache_dir
 from tilebench.compiler.runtime import tilelang
 
 SM90 = Target({"kind": "cuda", "arch": "sm_90a"})
@@ -187,6 +190,40 @@ def test_the_packed_device_binary_is_the_same_bytes_in_the_shared_library(tmp_pa
     cc.create_shared(str(library), [str(tmp_path / "devc.s")])
     symbol = (ctypes.c_ubyte * len(blob)).in_dll(ctypes.CDLL(str(library)), "__tvm_ffi__library_bin")
     assert bytes(symbol) == blob
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++, TVM's own pick")
+def test_kernel_cache_saves_compile_the_c_host_code_as_c_unless_cc_is_set(tmp_path, monkeypatch):
+    """gcc compiles TVM's C host code as C (g++, TVM's pick, compiles it as C++: 3-4 times slower), which
+    a C-only spelling shows; CC or CXX, where set, is used as TVM would. A kernel's saved library loads."""
+    source = tmp_path / "lib0.c"
+    source.write_text("int answer(void) { int class = 42; return class; }\n")  # `class`: C, not C++
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.delenv("CXX", raising=False)
+    export.link_shared(str(tmp_path / "c.so"), [str(source)])
+    assert ctypes.CDLL(str(tmp_path / "c.so")).answer() == 42
+    monkeypatch.setenv("CXX", shutil.which("g++"))
+    with pytest.raises(RuntimeError, match="class"):
+        export.link_shared(str(tmp_path / "cxx.so"), [str(source)])
+    monkeypatch.delenv("CXX")
+    saved = cached_library_of_a_fresh_compile()
+    assert ctypes.CDLL(str(saved))["__tvm_ffi_main"]
+
+
+def cached_library_of_a_fresh_compile():
+    """A kernel compiled now (a factor no run used before), and the library tilelang's cache saved."""
+    factor = 1.0 + random.randrange(1, 1 << 20) / (1 << 21)
+
+    @T.prim_func
+    def main(A: T.Tensor((4096,), "float32"), B: T.Tensor((4096,), "float32")):
+        with T.Kernel(32, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * T.float32(factor)
+
+    before = set(tilelang_cache_dir().rglob("*.so"))
+    tilelang().compile(main, target=SM90)
+    (saved,) = set(tilelang_cache_dir().rglob("*.so")) - before
+    return saved
 
 
 PREBUILD_SCRIPT = '''
