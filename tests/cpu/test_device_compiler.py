@@ -193,19 +193,19 @@ def test_the_packed_device_binary_is_the_same_bytes_in_the_shared_library(tmp_pa
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++, TVM's own pick")
-def test_kernel_cache_saves_compile_the_c_host_code_as_c_unless_cc_is_set(tmp_path, monkeypatch):
-    """gcc compiles TVM's C host code as C (g++, TVM's pick, compiles it as C++: 3-4 times slower), which
-    a C-only spelling shows; CC or CXX, where set, is used as TVM would. A kernel's saved library loads."""
+def test_kernel_cache_saves_compile_the_c_host_code_as_c(tmp_path, monkeypatch):
+    """The C compiler ($CC, else gcc) compiles TVM's C host code as C, which a C-only spelling shows (TVM's
+    own pick, $CXX or g++, compiles it as C++: 3-4 times slower). A kernel's saved library loads."""
     source = tmp_path / "lib0.c"
     source.write_text("int answer(void) { int class = 42; return class; }\n")  # `class`: C, not C++
     monkeypatch.delenv("CC", raising=False)
-    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setenv("CXX", shutil.which("g++"))  # as on the GPU image, which sets both
     export.link_shared(str(tmp_path / "c.so"), [str(source)])
     assert ctypes.CDLL(str(tmp_path / "c.so")).answer() == 42
-    monkeypatch.setenv("CXX", shutil.which("g++"))
+    monkeypatch.setenv("CC", shutil.which("g++"))  # a C++ compiler named as the C one is used as named
     with pytest.raises(RuntimeError, match="class"):
         export.link_shared(str(tmp_path / "cxx.so"), [str(source)])
-    monkeypatch.delenv("CXX")
+    monkeypatch.delenv("CC")
     saved = cached_library_of_a_fresh_compile()
     assert ctypes.CDLL(str(saved))["__tvm_ffi_main"]
 
