@@ -125,7 +125,8 @@ def bucket_row(report: Report, A: torch.Tensor, B: torch.Tensor) -> None:
     )
     report.note(
         "bucket row: the torch column is the same GEMM called with the bucket's best config "
-        f"({config}) given; tilebench_over is the routing's cost (key= reads A and B's shapes, one lookup)"
+        f"({config}) given; tilebench_over is the routing's cost (key= reads A and B's shapes and dtypes, "
+        "one lookup; the kernel is then found by the JIT's shape reader, without binding keywords)"
     )
 
 

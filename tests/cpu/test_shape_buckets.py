@@ -189,3 +189,26 @@ def test_the_magic_tunes_by_bucket_and_checks_its_key(ip):
     assert result.tune.bucket == "N<=1024"
     (run,) = [r for r in tb.runs(kernel="copy") if r.run_id == result.tune.run_id] or [None]
     assert run is not None and run.key_parts["bucket"] == "N<=1024"
+
+
+def test_a_fixed_call_finds_the_jits_own_kernel_through_its_template():
+    """fixed_call(jit, values) is jit(*args, **values); after one call of the tensors alone it knows the
+    template of those values, whose shape reader picks the very kernel jit.compile gives. (Here the call
+    compiles and then refuses CPU tensors, at launch, the same way on both paths.)"""
+    import seed_kernels as S
+
+    from tilebench.kernel.fixed_call import fixed_call
+
+    A = torch.randn(1024, 512, dtype=torch.float16)
+    B = torch.randn(512, 256, dtype=torch.float16)
+    call = fixed_call(S.gemm, {"block_N": 64})
+    for _ in range(2):  # the whole way, then the quick one
+        with pytest.raises(ValueError, match="argument 'A' .* is on cpu"):
+            call(A, B)
+    (template,) = call.template
+    reader, kernels, _, _ = S.gemm._templates[template]
+    assert kernels[reader(A, B)] is S.gemm.compile(A, B, block_N=64)
+    assert kernels[reader(A, B)] is not S.gemm.compile(A, B, block_N=128)
+    with pytest.raises(TypeError, match="block_N"):  # a keyword call goes the whole way, as jit's would
+        call(A, B, block_N=128)
+    assert fixed_call(S.gemm, {}) is S.gemm

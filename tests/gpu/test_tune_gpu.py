@@ -78,6 +78,27 @@ def test_autotune_decorator_tunes_on_first_call(store):
     assert tuned(1 << 20, block_N=256) is S.vector_add(1 << 20, block_N=256)  # explicit: no tuning
 
 
+def test_calls_follow_their_shape_bucket_and_each_gives_the_right_product(store):
+    """key= with pow2 buckets: a call in a tuned bucket goes the quick route (fixed_call) under that
+    bucket's best config, also for other dims in the same bucket, and a new bucket is tuned on its own."""
+    configs = [{"block_N": 64}, {"block_N": 128}]
+    tuned = tb.autotune(configs=configs, key=["A", "B"], buckets="pow2", store=store, progress=None)(S.gemm)
+
+    def operands(m: int, k: int, n: int) -> tuple:
+        return (
+            torch.randn(m, k, dtype=torch.float16, device="cuda"),
+            torch.randn(k, n, dtype=torch.float16, device="cuda"),
+        )
+
+    for m, k, n in [(1000, 512, 256), (1024, 512, 256), (1000, 512, 256), (900, 500, 200), (2048, 512, 256)]:
+        A, B = operands(m, k, n)
+        for _ in range(2):  # the second call of a shape takes the memo and the template, with no binding
+            torch.testing.assert_close(tuned(A, B), A.float() @ B.float(), atol=1e-2, rtol=1e-2)
+    assert len(tuned.buckets) == 2  # the 900-1024 rows share a bucket, 2048 has its own
+    assert len(store.runs()) == 2
+    assert all(call.template for call, _ in tuned.shapes.routes.values())  # each route took the quick way
+
+
 @pytest.mark.parametrize("backend", ["cupti", "cudagraph"])
 def test_autotune_times_with_cupti_or_cuda_graphs_and_inputs_from_supply_prog(store, backend):
     supplied = []

@@ -15,13 +15,14 @@ import warnings
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from tilebench.kernel.fixed_call import fixed_call
 from tilebench.kernel.tilelang_api import TileLangKernelAPI
 from tilebench.tuner.buckets import MISS, BucketKey, make_router, nearest
 from tilebench.tuner.config_options import kernel_for_call
 from tilebench.tuner.protocol import TunableKernel
 from tilebench.tuner.result import TuneResult
 
-Route = tuple[Callable[..., Any], dict[str, Any], Callable[[Any], Any]]  # kernel, config kwargs, finish
+Route = tuple[Callable[..., Any], Callable[[Any], Any]]  # the kernel under the bucket's config, finish
 _MEMO_SIZE = 4096  # distinct raw keys remembered (shapes seen); past it, each call rounds its key again
 
 
@@ -67,8 +68,8 @@ class ShapeRoutes:
         route = self.route(args, kwargs)
         if route is None:
             return MISS
-        kernel, config, finish = route
-        out = kernel(*args, **kwargs, **config)
+        call, finish = route
+        out = call(*args, **kwargs)
         return finish(out) if isinstance(out, TileLangKernelAPI) else out
 
     def route(self, args: tuple, kwargs: dict) -> Route | None:
@@ -122,7 +123,7 @@ class ShapeRoutes:
         """Calls in `bucket` go straight to the kernel under `config`; `finish` gets each compiled kernel
         a call returns (a lazy kernel's call), an eager kernel's output is returned as it is."""
         jit, config_kwargs = kernel_for_call(self.jit, dict(config))
-        self.routes[bucket] = (jit, config_kwargs, finish)
+        self.routes[bucket] = (fixed_call(jit, config_kwargs), finish)
         self.memo.clear()  # a raw key may have been routed by the bucket's earlier config
 
     def table(self) -> dict[str, dict[str, Any]]:

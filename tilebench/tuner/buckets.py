@@ -153,7 +153,7 @@ MISS = object()  # a router's answer for a call it has no route for
 def make_router(
     slots: Sequence[_Slot],
     example: tuple,
-    memo: dict[Hashable, tuple[Callable[..., Any], dict[str, Any], Callable[[Any], Any]]],
+    memo: dict[Hashable, tuple[Callable[..., Any], Callable[[Any], Any]]],
     slow: Callable[[tuple, dict], Any],
     max_args: int,
     finished: type,
@@ -161,9 +161,9 @@ def make_router(
     """(router, memo_key) written out for `slots` and calls like `example`'s (from `raw`): the key
     arguments by position, no keywords, at most `max_args` positional ones, tensors where it had tensors.
 
-    `router(args, kwargs)` finds `memo[memo_key(args)]`, a route (kernel, its config's keyword arguments,
-    finish) found by one flat tuple (a tensor as its shape and dtype) and one dict lookup, and calls the
-    kernel; an output of type `finished` goes through finish. Any other call, or a miss, goes to
+    `router(args, kwargs)` finds `memo[memo_key(args)]`, a route (the kernel under its bucket's config,
+    finish) found by one flat tuple (a tensor as its shape and dtype) and one dict lookup, and calls it;
+    an output of type `finished` goes through finish. Any other call, or a miss, goes to
     `slow(args, kwargs)`. memo_key is None (and router is slow) where no call can take the quick way: a key
     argument that is keyword-only, or past `max_args`.
     """
@@ -181,10 +181,10 @@ def make_router(
         f"    if kwargs or not {need} <= len(args) <= {max_args}:\n"
         "        return slow(args, kwargs)\n"
         "    try:\n"
-        f"        kernel, config, finish = memo[{key}]\n"
+        f"        call, finish = memo[{key}]\n"
         "    except (KeyError, AttributeError, TypeError):\n"
         "        return slow(args, kwargs)\n"
-        "    out = kernel(*args, **config)\n"
+        "    out = call(*args)\n"
         "    return finish(out) if isinstance(out, finished) else out\n"
         "def memo_key(args):\n"
         f"    return {key}\n"
