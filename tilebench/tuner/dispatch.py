@@ -134,6 +134,19 @@ def record_of(config: dict, result: Any, compile_s: float | None, **where: Any) 
     )
 
 
+def measured_record(work: Work, result: Any) -> Record:
+    """The record of a compiled candidate a lane measured, with how its compile went."""
+    compiled = work.compiled
+    return record_of(
+        work.candidate.config,
+        result,
+        compiled.seconds,
+        **work.where,
+        headers=compiled.headers or None,
+        compile_phases=dict(compiled.phases) or None,
+    )
+
+
 def for_gpu(job: Any, device: int, gpu: str | None, best_by_gpu: dict[str | None, float]) -> Any:
     """The job for CUDA device `device` (an ordinal in the measuring process), early-stopping against the
     best so far on GPUs named `gpu` only."""
@@ -188,21 +201,10 @@ class LocalExecutor:
     def run(self, candidates: list[Candidate], sink: Sink) -> None:
         """Compile every candidate; measure the compiled ones on the lanes; keep each record as it comes."""
 
-        def record(work: Work, result: Any) -> Record:
-            compiled = work.compiled
-            return record_of(
-                work.candidate.config,
-                result,
-                compiled.seconds,
-                **work.where,
-                headers=compiled.headers or None,
-                compile_phases=dict(compiled.phases) or None,
-            )
-
         done: queue.Queue = queue.Queue()
-        work = MeasureQueue(done, record, sink.best_so_far())
+        work = MeasureQueue(done, measured_record, sink.best_so_far())
         lanes = [
-            Lane(device, slot, gpu, work, done, record, self.timeout_s)
+            Lane(device, slot, gpu, work, done, measured_record, self.timeout_s)
             for (slot, device), gpu in zip(self._slots(), self.gpus)
         ]
         for lane in lanes:
