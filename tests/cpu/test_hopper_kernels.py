@@ -75,6 +75,22 @@ def test_the_gemm_consumers_keep_one_wgmma_group_in_flight_and_free_each_stage_w
     assert producer.index("empty[") < producer.index("tma_load(A_desc")
 
 
+@pytest.mark.parametrize("name", ["gemm", "attention"])
+def test_the_templates_take_bf16_with_dtype_and_name_it_when_it_is_missing(name):
+    """dtype="bfloat16": every buffer of the kernel (operands, stages, P, the output) is bf16 and the
+    tensor-core instructions take bf16; bf16 tensors without it are refused naming the argument."""
+    shape = (4096, 4096) if name == "gemm" else (2, 1024, 4, 64)
+    x = tb.place(*shape, dtype=torch.bfloat16)
+    args = (x, x) if name == "gemm" else (x, x, x)
+    for structure in ({"warp_specialized": True}, {"warp_specialized": False}):
+        kernel = templates.kernel(name).compile(*args, dtype="bfloat16", **structure)
+        body = kernel.cuda_source[kernel.cuda_source.index("__global__") :]
+        assert "bfloat16_t" in body and "half_t" not in body
+        assert "DataType::kBFloat16" in body and "DataType::kFloat16" not in body, structure  # wgmma's types
+    with pytest.raises(TypeError, match=r"argument .(A|Q). .* expects dtype float16, got bfloat16"):
+        templates.kernel(name).compile(*args)
+
+
 def test_warp_specialized_gemm_consumers_take_whole_rows_whatever_the_policy():
     a = tb.place(4096, 4096, dtype=torch.float16)
     gemm = templates.kernel("gemm")

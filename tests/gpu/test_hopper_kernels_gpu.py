@@ -37,6 +37,42 @@ def test_attention_matches_sdpa_with_partial_tiles(config, causal):
     torch.testing.assert_close(out, ref, rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True], ids=["non-causal", "causal"])
+@pytest.mark.parametrize(
+    "config", STRUCTURES[:3], ids=lambda c: f"{c['block_M']}-{c.get('overlap', 'intra')}"
+)
+def test_bf16_attention_and_head_dim_64_match_sdpa(config, causal, dim):
+    """dtype="bfloat16" (Q, K, V, P and the output in bf16) and head dim 64, against SDPA in the same type;
+    bf16 keeps 8 bits of mantissa, hence the wider tolerance."""
+    torch.manual_seed(0)
+    for dtype, name, tol in ((torch.bfloat16, "bfloat16", 3e-2), (torch.float16, "float16", 1e-2)):
+        q, k, v = (torch.randn(2, 1000, 4, dim, dtype=dtype, device="cuda") for _ in range(3))
+        out = attention(q, k, v, is_causal=causal, dtype=name, **config)
+        assert out.dtype == dtype
+        ref = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal
+        ).transpose(1, 2)
+        torch.testing.assert_close(out, ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("warp_specialized", [True, False], ids=["warp-specialized", "cp.async"])
+def test_bf16_gemm_matches_matmul_with_partial_tiles(warp_specialized):
+    config = dict(
+        block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, swizzle=8, dtype="bfloat16"
+    )
+    config.update(
+        warp_specialized=warp_specialized, epilogue="shared", persistent=132 if warp_specialized else 0
+    )
+    assert GEMM.gemm_fits(config)
+    torch.manual_seed(0)
+    a = torch.randn(2900, 520, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(520, 2912, dtype=torch.bfloat16, device="cuda")
+    out = gemm(a, b, **config)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out, (a.float() @ b.float()).bfloat16(), rtol=2e-2, atol=1e-1)
+
+
 @pytest.mark.parametrize("persistent", [0, 132], ids=["tile-per-block", "persistent"])
 @pytest.mark.parametrize("swizzle", [0, 8])
 @pytest.mark.parametrize("num_stages", [3, 4], ids=["whole-tile-store", "store-by-parts"])

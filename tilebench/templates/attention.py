@@ -1,7 +1,7 @@
 """Flash attention forward for Hopper: its structure is tuned beside its tile sizes (a tilebench template).
 
-softmax(Q K^T / sqrt(dim)) V with an online softmax in exp2; Q, K, V and the output are fp16 in the layout
-(batch, seq_len, heads, dim). This file is a module and a `%%tilelang` cell at once: the lab's launcher
+softmax(Q K^T / sqrt(dim)) V with an online softmax in exp2; Q, K, V and the output are fp16 (or bf16:
+`dtype`) in the layout (batch, seq_len, heads, dim). This file is a module and a `%%tilelang` cell at once: the lab's launcher
 template and notebook 4 hold its text whole.
 
 Structure parameters (compile-time, so each value is its own kernel):
@@ -70,11 +70,11 @@ def mask_scores(S, k, row0, seq_len, is_causal, partial_tile):
             )
 
 
-def softmax_fragments(block_M: int, block_N: int, dim: int) -> tuple:
+def softmax_fragments(block_M: int, block_N: int, dim: int, dtype: str) -> tuple:
     """The online softmax's fragments: the scores S, the probabilities P, the output's accumulator, and
     per row the running maximum, the last one, the rescale factor, the tile's sum and the running sum."""
     S = T.alloc_fragment([block_M, block_N], T.float32)
-    P = T.alloc_fragment([block_M, block_N], T.float16)
+    P = T.alloc_fragment([block_M, block_N], dtype)  # V's type, for the P V GEMM
     acc = T.alloc_fragment([block_M, dim], T.float32)
     rows = [T.alloc_fragment([block_M], T.float32) for _ in range(5)]
     return (S, P, acc, *rows)
@@ -104,7 +104,7 @@ def overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, row0, by, bz, steps, partial
     stages, block_N, dim = K_s.shape
     block_M = Q_s.shape[0]
     seq_len = Q.shape[1]
-    S, P, acc, row_max, prev_max, rescale, row_sum, denom = softmax_fragments(block_M, block_N, dim)
+    S, P, acc, row_max, prev_max, rescale, row_sum, denom = softmax_fragments(block_M, block_N, dim, Q.dtype)
     q_full = T.alloc_barrier([PRODUCER_THREADS])
     k_full = T.alloc_barrier([PRODUCER_THREADS] * stages)  # a stage's keys have landed
     v_full = T.alloc_barrier([PRODUCER_THREADS] * stages)
@@ -198,9 +198,9 @@ def pipelined_rows(Q, K, V, O, Q_s, row0, by, bz, steps, partial_tile, is_causal
     """tilelang's pipeline over the key tiles: automatically warp-specialized, or cp.async copies."""
     block_M, dim = Q_s.shape
     seq_len = Q.shape[1]
-    K_s = T.alloc_shared([block_N, dim], T.float16)
-    V_s = T.alloc_shared([block_N, dim], T.float16)
-    S, P, acc, row_max, prev_max, rescale, row_sum, denom = softmax_fragments(block_M, block_N, dim)
+    K_s = T.alloc_shared([block_N, dim], Q.dtype)
+    V_s = T.alloc_shared([block_N, dim], Q.dtype)
+    S, P, acc, row_max, prev_max, rescale, row_sum, denom = softmax_fragments(block_M, block_N, dim, Q.dtype)
     T.copy(Q[bz, row0 : row0 + block_M, by, :], Q_s)
     T.clear(acc)
     T.clear(denom)
@@ -218,7 +218,7 @@ def pipelined_rows(Q, K, V, O, Q_s, row0, by, bz, steps, partial_tile, is_causal
     for i, j in T.Parallel(block_M, dim):
         acc[i, j] /= denom[i]
     if epilogue == "shared":
-        O_s = T.alloc_shared([block_M, dim], T.float16)
+        O_s = T.alloc_shared([block_M, dim], O.dtype)
         T.copy(acc, O_s)
         T.copy(O_s, O[bz, row0 : row0 + block_M, by, :])
     else:
@@ -238,16 +238,18 @@ def attention(
     warp_specialized: bool = True,
     overlap: str = "intra",
     epilogue: str = "shared",
+    dtype: str = "float16",
 ):
-    """Flash attention forward: softmax(Q K^T / sqrt(dim)) V with an online softmax in exp2."""
+    """Flash attention forward: softmax(Q K^T / sqrt(dim)) V with an online softmax in exp2; Q, K, V and
+    the output in `dtype` ("float16" or "bfloat16")."""
     batch, seq_len, heads, dim = T.const("batch, seq_len, heads, dim")
-    Q: T.Tensor[[batch, seq_len, heads, dim], T.float16]
-    K: T.Tensor[[batch, seq_len, heads, dim], T.float16]
-    V: T.Tensor[[batch, seq_len, heads, dim], T.float16]
+    Q: T.Tensor[[batch, seq_len, heads, dim], dtype]
+    K: T.Tensor[[batch, seq_len, heads, dim], dtype]
+    V: T.Tensor[[batch, seq_len, heads, dim], dtype]
     written_out = warp_specialized and overlap != "none"
     automatic = warp_specialized and not written_out  # tilelang's warp specialization
     T.annotate_pass_configs({**FAST_MATH, NO_WARP_SPECIALIZATION: not automatic, NO_THREAD_SYNC: written_out})
-    O = T.empty((batch, seq_len, heads, dim), T.float16)
+    O = T.empty((batch, seq_len, heads, dim), dtype)
     scale = 1.44269504 / T.sqrt(T.cast(dim, T.float32))  # log2(e) / sqrt(dim)
     m_tiles = T.ceildiv(seq_len, block_M)
     tiles = T.ceildiv(seq_len, block_N)
@@ -261,11 +263,11 @@ def attention(
         # at row 0 and overlaps the next (both write the same rows, the same values).
         row0 = T.max(0, seq_len - (m_tiles - bx) * block_M) if is_causal else bx * block_M
         steps = T.min(tiles, T.ceildiv(row0 + block_M, block_N)) if is_causal else tiles
-        Q_s = T.alloc_shared([block_M, dim], T.float16)
+        Q_s = T.alloc_shared([block_M, dim], dtype)
         if written_out:
-            K_s = T.alloc_shared([num_stages, block_N, dim], T.float16)
-            V_s = T.alloc_shared([num_stages, block_N, dim], T.float16)
-            O_s = T.alloc_shared([block_M, dim], T.float16) if epilogue == "shared" else None
+            K_s = T.alloc_shared([num_stages, block_N, dim], dtype)
+            V_s = T.alloc_shared([num_stages, block_N, dim], dtype)
+            O_s = T.alloc_shared([block_M, dim], dtype) if epilogue == "shared" else None
             overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, row0, by, bz, steps, partial_tile, is_causal, scale,
                             threads, overlap == "pingpong" and threads == 256)  # fmt: skip
         else:

@@ -1,5 +1,5 @@
-"""fp16 GEMM for Hopper, C = A @ B with an fp32 accumulator: its structure is tuned beside its tile sizes
-(a tilebench template).
+"""fp16 or bf16 GEMM for Hopper, C = A @ B with an fp32 accumulator: its structure is tuned beside its tile
+sizes (a tilebench template). `dtype` names A's, B's and C's type ("float16", or "bfloat16").
 
 This file is a module and a `%%tilelang` cell at once: the lab's launcher template and notebook 2 hold its
 text whole. Structure parameters (compile-time, so each value is its own kernel):
@@ -14,8 +14,8 @@ text whole. Structure parameters (compile-time, so each value is its own kernel)
 - `epilogue`: "shared" stages the output tile in shared memory, stored by TMA: warp-specialized, in parts
   that take turns in two buffers (halves of the whole tile when it fits beside the operand stages, else of
   128 columns), so one part's store runs while the next is written; "deferred" (persistent blocks without
-  clusters; else as "shared") keeps the finished tile in registers as fp16 and stores it the same way while
-  the next tile's first MMAs run; "direct" stores it from registers.
+  clusters; else as "shared") keeps the finished tile in registers in C's type and stores it the same way
+  while the next tile's first MMAs run; "direct" stores it from registers.
 - `persistent` (warp-specialized only): 0, a block per output tile; N, N resident blocks each looping over
   tiles, so the producer loads the next tile's operands while the consumers store the last: the SM count
   (132 on an H100 SXM), or 128, which divides the tile count of power-of-two shapes, so that every block
@@ -89,7 +89,7 @@ def multiply_tile(C, A_s, B_s, C_l, C_s, full, empty, by, bx, k_steps, first, co
                   last):  # fmt: skip
     """Consumers: tile (by, bx) over the stage ring with one wgmma group in flight, then its store. Each
     consumer warpgroup takes whole rows (FullRow), which storing the output by columns relies on. With
-    `C_h` (the deferred epilogue) the tile's output is left there in fp16, and the tile in `last` (its row
+    `C_h` (the deferred epilogue) the tile's output is left there in C's type, and the tile in `last` (its row
     and column; row -1: none) is stored while this tile's first MMAs run."""
     stages = A_s.shape[0]
     block_M, block_N = C_l.shape
@@ -160,16 +160,16 @@ def pipelined_tile(A, B, C, A_s, B_s, C_l, C_s, bx, by, num_stages, warp_policy)
 
 
 def stage_buffers(block_M: int, block_N: int, block_K: int, num_stages: int, threads: int, epilogue: str,
-                  cluster_size: int) -> tuple:  # fmt: skip
+                  cluster_size: int, dtype: str) -> tuple:  # fmt: skip
     """The warp-specialized pipeline's buffers: the operand stages, the accumulator, the output's two store
     buffers (None for the direct epilogue), and the stages' full and empty barriers."""
-    A_s = T.alloc_shared((num_stages, block_M, block_K), T.float16)
-    B_s = T.alloc_shared((num_stages, block_K, block_N), T.float16)
+    A_s = T.alloc_shared((num_stages, block_M, block_K), dtype)
+    B_s = T.alloc_shared((num_stages, block_K, block_N), dtype)
     C_l = T.alloc_fragment((block_M, block_N), T.float32)
     C_s = None
     if epilogue != "direct":  # two buffers that share the room for the staged columns
         room = store_columns(block_M, block_N, block_K, num_stages)
-        C_s = T.alloc_shared((2, block_M, room // 2), T.float16)
+        C_s = T.alloc_shared((2, block_M, room // 2), dtype)
     full = T.alloc_barrier([PRODUCER_THREADS] * num_stages)  # a stage's operands have landed
     if cluster_size == 1:  # the consumers' MMAs are done with a stage
         empty = T.alloc_barrier([threads // 128] * num_stages)
@@ -202,7 +202,7 @@ def scheduled_tiles(A, B, C, A_s, B_s, C_l, C_s, full, empty, blocks, rows, n_ti
         T.inc_max_nreg(232)
         C_h = last = None
         if deferred:
-            C_h = T.alloc_fragment((block_M, block_N), T.float16)
+            C_h = T.alloc_fragment((block_M, block_N), C.dtype)
             last = T.alloc_local((2,), T.int32)
             last[0] = -1
         for wave in T.serial(waves):
@@ -255,26 +255,27 @@ def gemm(
     epilogue: str = "shared",
     persistent: int = 0,
     cluster_size: int = 1,
+    dtype: str = "float16",
 ):
-    """C = A @ B in fp16 with an fp32 accumulator."""
+    """C = A @ B in fp16 (or bf16: dtype="bfloat16") with an fp32 accumulator."""
     check_structure(warp_specialized, epilogue, persistent, cluster_size)
     deferred = epilogue == "deferred" and warp_specialized and persistent > 0 and cluster_size == 1
     M, N, K = T.const("M, N, K")
-    A: T.Tensor[[M, K], T.float16]
-    B: T.Tensor[[K, N], T.float16]
+    A: T.Tensor[[M, K], dtype]
+    B: T.Tensor[[K, N], dtype]
     # deferred: C_h is read (the last tile's store) only after a tile has written it, which the check can't see
     configs = {NO_WARP_SPECIALIZATION: True, NO_THREAD_SYNC: warp_specialized, NO_INIT_CHECK: deferred}
     T.annotate_pass_configs(configs)
-    C = T.empty((M, N), T.float16)
+    C = T.empty((M, N), dtype)
     warp_policy = T.GemmWarpPolicy.FullRow if policy == "FullRow" else T.GemmWarpPolicy.Square
     m_tiles, n_tiles, k_steps = T.ceildiv(M, block_M), T.ceildiv(N, block_N), T.ceildiv(K, block_K)
 
     if not warp_specialized:
         with T.Kernel(n_tiles, m_tiles, threads=threads) as (bx, by):
-            A_s = T.alloc_shared((block_M, block_K), T.float16)
-            B_s = T.alloc_shared((block_K, block_N), T.float16)
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_K, block_N), dtype)
             C_l = T.alloc_fragment((block_M, block_N), T.float32)
-            C_s = T.alloc_shared((block_M, block_N), T.float16) if epilogue != "direct" else None
+            C_s = T.alloc_shared((block_M, block_N), dtype) if epilogue != "direct" else None
             if swizzle:
                 T.use_swizzle(panel_size=swizzle)
             pipelined_tile(A, B, C, A_s, B_s, C_l, C_s, bx, by, num_stages, warp_policy)
@@ -288,7 +289,7 @@ def gemm(
     grid = (workers * cluster_size,) if scheduled else (n_tiles, m_tiles)
     with T.Kernel(*grid, threads=threads + PRODUCER_THREADS, cluster_dims=cluster_size) as blocks:
         A_s, B_s, C_l, C_s, full, empty = stage_buffers(block_M, block_N, block_K, num_stages, threads, epilogue,
-                                                        cluster_size)  # fmt: skip
+                                                        cluster_size, dtype)  # fmt: skip
         if scheduled:
             scheduled_tiles(A, B, C, A_s, B_s, C_l, C_s, full, empty, blocks, rows, n_tiles, k_steps, workers,
                             swizzle, threads, cluster_size, deferred)  # fmt: skip
