@@ -216,19 +216,23 @@ def double(n: int, block: int = 128):
 options = {"store": RecordStore("STORE"), "progress": None, "ref": lambda a: a * 2}
 double.tune(1 << 16, block=tb.tune([128, 256]), tune_options=options)  # no __main__ guard
 print("TUNED")
+import sys
+print("IPython imported:", "IPython" in sys.modules)
 """
 
 
 def test_a_script_that_tunes_without_a_main_guard_tunes_once(tmp_path):
-    """The workers never run the script again (Python's spawn and forkserver would import it in each)."""
+    """The workers never run the script again (Python's spawn and forkserver would import it in each);
+    nor does a script's tune import IPython to look for a notebook (a second of the first tune's time)."""
     script = tmp_path / "unguarded_tune.py"
     script.write_text(UNGUARDED_TUNE.replace("STORE", str(tmp_path / "records.sqlite")))
     env = {**os.environ, "TILEBENCH_CACHE_DIR": str(tmp_path / "cache")}  # the child's store and caches
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines().count("TUNED") == 1, done.stdout
+    assert "IPython imported: False" in done.stdout
     store = RecordStore(tmp_path / "records.sqlite")
-    assert len(store.runs(kernel="double")) == 1
+    assert len(store.runs(kernel="double")) == 1 and store.runs(kernel="double")[0].notebook is None
     assert sorted(r.config["block"] for r in store.records(kernel="double")) == [128, 256]
 
 
@@ -324,3 +328,22 @@ def test_records_a_busy_store_refuses_wait_in_memory_and_are_written_when_it_let
     stored = store.records(run_id=result.run_id)
     assert sorted(r.config["block_N"] for r in stored) == [128, 256, 512, 1024, 2048, 4096]
     assert store.run(result.run_id).status == "done"
+
+
+def test_a_tune_in_a_notebook_names_the_notebook_on_its_run(tmp_path):
+    """In IPython, ipykernel's `__session__` (the notebook's path) is stored on the run, for the sidebar."""
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython() or get_ipython()
+    store = RecordStore(tmp_path / "records.sqlite")
+    shell.user_ns.update(__session__="/work/notebooks/tuning.ipynb", S=S, tb=tb, store=store)
+    try:
+        shell.run_cell(
+            "S.vector_add.tune(4096, block_N=tb.tune([256]), tune_options={'store': store, 'progress': None})",
+            store_history=False,
+        ).raise_error()
+    finally:
+        del shell.user_ns["__session__"]
+    (run,) = store.runs()
+    assert run.notebook == "/work/notebooks/tuning.ipynb"

@@ -9,6 +9,7 @@ The notebook process elaborates and records; it never runs a candidate.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -215,11 +216,9 @@ class _BatchSink:
 
 
 def _notebook_path() -> str | None:
-    """The notebook this kernel runs for (ipykernel's `__session__`), so the runs sidebar can name it."""
-    try:
-        from IPython import get_ipython  # not a dependency of a plain script's tune
-    except ImportError:
-        return None
-    shell = get_ipython()
+    """The notebook this kernel runs for (ipykernel's `__session__`), so the runs sidebar can name it.
+    Outside IPython (a script) there is none, and IPython is not imported to find out (1 s here)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
     session = shell.user_ns.get("__session__") if shell is not None else None
     return session if isinstance(session, str) and session else None
