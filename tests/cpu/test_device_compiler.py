@@ -15,7 +15,7 @@ from tvm.target import Target
 
 import tilebench as tb
 from tilebench.compiler import device_compile, export, headers, include_sets, nvrtc
-from tilebench.compiler.environment import tilelang_cache_dir
+from tilebench.compiler.environment import prepare_environment, tilelang_cache_dir
 from tilebench.compiler.runtime import tilelang
 
 SM90 = Target({"kind": "cuda", "arch": "sm_90a"})
@@ -206,12 +206,13 @@ def test_kernel_cache_saves_compile_the_c_host_code_as_c(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="class"):
         export.link_shared(str(tmp_path / "cxx.so"), [str(source)])
     monkeypatch.delenv("CC")
-    saved = cached_library_of_a_fresh_compile()
+    saved = cached_library_of_a_fresh_compile(tmp_path / "cache")
     assert ctypes.CDLL(str(saved))["__tvm_ffi_main"]
 
 
-def cached_library_of_a_fresh_compile():
-    """A kernel compiled now (a factor no run used before), and the library tilelang's cache saved."""
+def cached_library_of_a_fresh_compile(cache):
+    """A kernel compiled now into tilebench cache folder `cache` (a factor no run used before), and the
+    library tilelang's cache saved there."""
     factor = 1.0 + random.randrange(1, 1 << 20) / (1 << 21)
 
     @T.prim_func
@@ -220,9 +221,13 @@ def cached_library_of_a_fresh_compile():
             for i in T.Parallel(128):
                 B[bx * 128 + i] = A[bx * 128 + i] * T.float32(factor)
 
-    before = set(tilelang_cache_dir().rglob("*.so"))
-    tilelang().compile(main, target=SM90)
-    (saved,) = set(tilelang_cache_dir().rglob("*.so")) - before
+    try:
+        with tb.settings.scope(TILEBENCH_CACHE_DIR=str(cache)):
+            prepare_environment()  # tilelang compiles into the folder settings name now
+            tilelang().compile(main, target=SM90)
+            (saved,) = tilelang_cache_dir().rglob("*.so")
+    finally:
+        prepare_environment()
     return saved
 
 
