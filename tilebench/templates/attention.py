@@ -1,8 +1,8 @@
 """Flash attention forward for Hopper: its structure is tuned beside its tile sizes (a tilebench template).
 
 softmax(Q K^T / sqrt(dim)) V with an online softmax in exp2; Q, K, V and the output are fp16 (or bf16:
-`dtype`) in the layout (batch, seq_len, heads, dim). This file is a module and a `%%tilelang` cell at once: the lab's launcher
-template and notebook 4 hold its text whole.
+`dtype`) in the layout (batch, seq_len, heads, dim). This file is a module and a `%%tilelang` cell at once:
+the lab's launcher template and notebook 4 hold its text whole.
 
 Structure parameters (compile-time, so each value is its own kernel):
 - `warp_specialized`: True, a producer warpgroup issues TMA loads against mbarriers while `threads`
