@@ -182,7 +182,7 @@ def make_router(
         "        return slow(args, kwargs)\n"
         "    try:\n"
         f"        call, finish = memo[{key}]\n"
-        "    except (KeyError, AttributeError, TypeError):\n"
+        "    except (KeyError, AttributeError, TypeError, RuntimeError):\n"  # RuntimeError: a tensor compared
         "        return slow(args, kwargs)\n"
         "    out = call(*args)\n"
         "    return finish(out) if isinstance(out, finished) else out\n"
