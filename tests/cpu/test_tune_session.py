@@ -56,6 +56,10 @@ def test_each_compiled_record_says_how_its_compile_met_the_cuda_headers(tmp_path
     # or without: what the tune benchmark's timeline counts
     uses = [r.extra.get("headers") for r in result.records]
     assert len(uses) == 2 and set(uses) <= {"kept", "inherited", "own", "created", "none"}, uses
+    for record in result.records:  # and where its seconds went, phase by phase (tune.py prints the means)
+        phases = record.extra["compile_phases"]
+        assert {"lower", "device compile", "cache save"} <= set(phases), phases
+        assert sum(phases.values()) <= record.compile_s + 0.01
 
 
 def test_resume_answers_measured_configs_from_the_store(tmp_path):
