@@ -107,7 +107,7 @@ def attention_case(
 
     flops = 4 * BATCH * HEADS * SEQ * SEQ * dim * (0.5 if causal else 1.0)
     fixed = dict(is_causal=causal, dtype=dtype)
-    options = tune_options(sdpa, flops, budget, template.attention_fits)
+    options = tune_options(sdpa, flops, budget, lambda config: template.attention_fits(config, dim))
     if dtype == "bfloat16":  # 8 bits of mantissa: P and the output round 8 times coarser than in fp16
         options.update(rtol=3e-2, atol=3e-2)
     result = attention.tune(Q, K, V, **fixed, **choices, tune_options=options)

@@ -42,6 +42,9 @@ def test_the_spaces_constraints_keep_configs_worth_compiling():
     ]
     assert causal and set(map(str, causal)) < set(map(str, attention))
     assert all(c["warp_specialized"] or c["num_stages"] == 1 for c in causal)
+    # the shared memory follows the head dim: two stages of 256 keys overflow at 128, fit at 64
+    wide = dict(block_M=128, block_N=256, num_stages=2, threads=256, warp_specialized=True, epilogue="shared")
+    assert not ATTENTION.attention_fits(wide) and ATTENTION.attention_fits(wide, dim=64)
     gemm = [c for c in configs(GEMM.GEMM_SPACE) if GEMM.gemm_fits(c)]
     assert gemm and all(c["block_M"] * c["block_N"] <= 128 * c["threads"] for c in gemm)
     persistent = [c for c in gemm if c["persistent"]]

@@ -287,8 +287,8 @@ ATTENTION_SPACE = dict(
 )
 
 
-def attention_fits(config: dict) -> bool:
-    """The configs worth compiling (dim 128): 64 or 128 rows per consumer warpgroup (64 when the pipeline
+def attention_fits(config: dict, dim: int = 128) -> bool:
+    """The configs worth compiling at head dim `dim`: 64 or 128 rows per consumer warpgroup (64 when the pipeline
     is written out: more leave no registers for the overlap); the operand stages and the staged output
     within the 227 KiB of shared memory a block may have on sm_90a; `overlap` other than its default only
     when warp-specialized, and "pingpong" only for two consumer warpgroups (else the same kernel twice);
@@ -307,6 +307,6 @@ def attention_fits(config: dict) -> bool:
         return False
     if config.get("is_causal") and not specialized and stages > 1:
         return False
-    staged = stages * 2 * block_n * 128 * 2 + block_m * 128 * 2
-    output = block_m * 128 * 2 if config["epilogue"] == "shared" else 0
+    staged = stages * 2 * block_n * dim * 2 + block_m * dim * 2
+    output = block_m * dim * 2 if config["epilogue"] == "shared" else 0
     return staged + output <= 227 * 1024
