@@ -28,6 +28,8 @@ from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
 PARTS = ("tests", "notebooks", "bench")
+# benchmarks that need longer than --bench-timeout: kernels.py tunes nine cases for 60 s each, then re-times
+LONGER_S = {"kernels.py": 1200.0}
 SUMMARY_RESERVE_S = 20.0  # with --budget, time kept back so the summary still prints
 _deadline: float | None = None  # time.monotonic() by which all runs must end (--budget); None: no limit
 
@@ -250,7 +252,8 @@ def run_benchmarks(pattern: str, timeout: float, results: Path) -> list[BenchRes
     out: list[BenchResult] = []
     for script in scripts:
         start = time.monotonic()
-        rc, timed_out = run([sys.executable, str(script.relative_to(REPO))], timeout, env)
+        limit = max(timeout, LONGER_S.get(script.name, 0.0))
+        rc, timed_out = run([sys.executable, str(script.relative_to(REPO))], limit, env)
         out.append(BenchResult(script.name, rc, time.monotonic() - start, timed_out))
         print(f"gpu_check: {script.name} exited {rc} in {out[-1].seconds:.0f} s", flush=True)
     return out
