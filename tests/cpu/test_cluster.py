@@ -92,6 +92,7 @@ def test_a_cluster_tune_gives_the_local_pool_s_records_and_kernels(client, tmp_p
     assert remote.status == "done" and len(remote.records) == 16
     workers = set(client.scheduler_info()["workers"])
     assert {r.extra["compiled_on"] for r in remote.records} <= workers
+    assert all("lower" in r.extra["compile_phases"] for r in remote.records)  # timed on the cluster's side
     assert len(arrived) == 16  # every kernel came from the cluster: this process only elaborated
     for record in remote.records:
         mine = by_config[frozen(record.config)]

@@ -191,6 +191,7 @@ class ClusterExecutor:
             worker=outcome.worker,
             compiled_on=compiled.worker,
             cache_key=compiled.entry.relpath.rsplit("/", 1)[-1] if compiled.entry else None,
+            compile_phases=compiled.phases or None,
         )
         sink.keep(candidate, record)
 
@@ -206,6 +207,8 @@ class ClusterExecutor:
             return
         assert result.entry is not None
         where["cache_key"] = result.entry.relpath.rsplit("/", 1)[-1]  # the kernel's tilelang cache entry
+        if result.phases:
+            where["compile_phases"] = result.phases
         try:
             result.entry.install(self.cache_root)  # the best config's compile here is a disk-cache hit
         except (ValueError, OSError) as exc:  # EntryError is a ValueError: not the config's fault

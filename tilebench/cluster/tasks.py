@@ -26,7 +26,7 @@ from typing import Any
 
 from tilebench.cluster.entry import KernelEntry
 from tilebench.cluster.errors import ClusterError
-from tilebench.compiler import headers, tir_json
+from tilebench.compiler import headers, phases, tir_json
 from tilebench.compiler.cache import entry_folder
 from tilebench.compiler.environment import prepare_environment
 from tilebench.compiler.request import CompileRequest, readable_error
@@ -55,6 +55,7 @@ class CompileResult:
     seconds: float
     worker: str
     entry: KernelEntry | None = None
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)  # the compile's seconds by phase
 
 
 @dataclasses.dataclass
@@ -77,7 +78,9 @@ class EntryRequest(CompileRequest):
 
         try:
             with headers.more_coming(self.more_coming):
-                kernel = tl.compile(tir_json.load(self.tir_json), **copy.deepcopy(self.kwargs))
+                with phases.timing("read"):
+                    func = tir_json.load(self.tir_json)
+                kernel = tl.compile(func, **copy.deepcopy(self.kwargs))
         except Exception as exc:  # any compiler failure is data for the caller
             return "compile_error", readable_error(exc)
         folder = entry_folder(kernel)
@@ -194,7 +197,7 @@ def compile_task(request: CompileRequest, timeout_s: float) -> CompileResult:
     if outcome.status != "ok":
         return CompileResult(outcome.status, outcome.message, outcome.seconds, worker_address())
     entry = KernelEntry.pack(outcome.message, os.environ["TILELANG_CACHE_DIR"])
-    return CompileResult("ok", "", outcome.seconds, worker_address(), entry)
+    return CompileResult("ok", "", outcome.seconds, worker_address(), entry, dict(outcome.phases))
 
 
 def gpu_facts() -> dict[str, Any]:

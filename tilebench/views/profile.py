@@ -125,7 +125,7 @@ def defining_cell(result: Any) -> tuple[str | None, int | None]:
     cell (as IPython cached it). (cell, None) when the source is in neither."""
     cell = getattr(result, "cell", None)
     start = source_start(cell, result.source) if cell else None
-    if start is not None:
+    if start is not None or result.artifacts is None:
         return cell, start
     file = result.artifacts.line_map_for(cell, assembly=False).cell_file
     text = (cached_text(file) or "") if file else ""
