@@ -10,11 +10,13 @@ highest of its 7 ratios, the noise a single ratio carries.
 Targets (issue 35): attention fp16 D128 >= 1.12x SDPA (FlashAttention-3's level), its D64 and bf16 rows
 >= 1.05x, every GEMM >= 1.0x.
 Each row also gives TFLOP/s as % of the H100 SXM's dense peak (989 fp16, 1,979 fp8).
-Usage: python benchmarks/kernels.py [--budget 60] [--only attention|gemm|fp8]
+Usage: python benchmarks/kernels.py [--budget 60] [--only attention|gemm|fp8] [--match REGEX]
+(--match: only the cases whose name it finds, e.g. "attention (non-)?causal$", "D64|bf16", "FP8 GEMM 8192")
 """
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -81,9 +83,15 @@ ATTENTION_CASES = [
 GEMM_CASES = [(4096, "float16"), (8192, "float16"), (4096, "bfloat16")]  # (size, dtype): target 1.0x
 
 
-def attention_cases(report, budget: float) -> None:
+def chosen(name: str, match: str | None) -> bool:
+    """Whether the case `name` runs under --match."""
+    return match is None or re.search(match, name) is not None
+
+
+def attention_cases(report, budget: float, match: str | None = None) -> None:
     for label, causal, dim, dtype, target in ATTENTION_CASES:
-        attention_case(report, budget, label, causal, dim, dtype, target)
+        if chosen(f"attention {label}", match):
+            attention_case(report, budget, label, causal, dim, dtype, target)
 
 
 def attention_case(
@@ -131,7 +139,7 @@ def matmul_in_fp32(A, B):
     return (A.float() @ B.float()).to(A.dtype)
 
 
-def gemm_cases(report, budget: float) -> None:
+def gemm_cases(report, budget: float, match: str | None = None) -> None:
     import torch
 
     import tilebench as tb
@@ -141,6 +149,9 @@ def gemm_cases(report, budget: float) -> None:
     template = templates.module("gemm")
     choices = {name: tb.tune(values) for name, values in template.GEMM_SPACE.items()}
     for size, dtype in GEMM_CASES:
+        name = f"GEMM {size}^3" + (" bf16" if dtype == "bfloat16" else "")
+        if not chosen(name, match):
+            continue
         A = torch.randn(size, size, dtype=getattr(torch, dtype), device="cuda")
         B = torch.randn(size, size, dtype=getattr(torch, dtype), device="cuda")
         flops = 2 * size**3
@@ -149,7 +160,6 @@ def gemm_cases(report, budget: float) -> None:
             options.update(rtol=2e-2, atol=1e-1)
         result = gemm.tune(A, B, dtype=dtype, **choices, tune_options=options)
         finalists = fastest(result)
-        name = f"GEMM {size}^3" + (" bf16" if dtype == "bfloat16" else "")
         if not finalists:
             report.note(f"{name}: no config passed the check")
             continue
@@ -161,7 +171,7 @@ def gemm_cases(report, budget: float) -> None:
         row(report, f"{name} vs cuBLAS", result, flops, best)
 
 
-def fp8_cases(report, budget: float) -> None:
+def fp8_cases(report, budget: float, match: str | None = None) -> None:
     import torch
 
     import tilebench as tb
@@ -171,6 +181,8 @@ def fp8_cases(report, budget: float) -> None:
     template = templates.module("fp8_gemm")
     choices = {name: tb.tune(values) for name, values in template.FP8_GEMM_SPACE.items()}
     for size in (4096, 8192):
+        if not chosen(f"FP8 GEMM {size}^3", match):
+            continue
         A = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn)
         B_nk = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn)
         scale_a = torch.tensor([0.5], device="cuda")
@@ -226,6 +238,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--budget", type=float, default=60, help="tuning seconds per case (60)")
     parser.add_argument("--only", choices=["attention", "gemm", "fp8"], default=None)
+    parser.add_argument("--match", default=None, help="only the cases whose name this regex finds")
     options = parser.parse_args()
 
     from _report import Report
@@ -237,11 +250,11 @@ def main() -> None:
         "kernels", "Hopper kernels, tuned, re-timed taking turns with the vendor call (target >= 1.0x)"
     )
     if options.only in (None, "attention"):
-        attention_cases(report, options.budget)
+        attention_cases(report, options.budget, options.match)
     if options.only in (None, "gemm"):
-        gemm_cases(report, options.budget)
+        gemm_cases(report, options.budget, options.match)
     if options.only in (None, "fp8"):
-        fp8_cases(report, options.budget)
+        fp8_cases(report, options.budget, options.match)
     report.note(
         "structures: warp-specialized (TMA producer, pipelines written out or tilelang's) or cp.async,"
         " consumer warpgroups, attention's softmax overlap, epilogue, GEMM blocks per tile or persistent"

@@ -45,6 +45,13 @@ def test_the_spaces_constraints_keep_configs_worth_compiling():
     # the shared memory follows the head dim: two stages of 256 keys overflow at 128, fit at 64
     wide = dict(block_M=128, block_N=256, num_stages=2, threads=256, warp_specialized=True, epilogue="shared")
     assert not ATTENTION.attention_fits(wide) and ATTENTION.attention_fits(wide, dim=64)
+    # 176-key tiles only for two warpgroups of 64 rows; the written-out pipeline stages its output in Q's
+    # tile, so two stages of them fit beside a staged output, where tilelang's pipeline's own tile does not
+    long_tiles = [c for c in attention if c["block_N"] == 176]
+    assert long_tiles and all((c["block_M"], c["threads"]) == (128, 256) for c in long_tiles)
+    two_stages = dict(block_M=128, block_N=176, num_stages=2, threads=256, epilogue="shared")
+    assert ATTENTION.attention_fits(dict(two_stages, overlap="pingpong"))
+    assert not ATTENTION.attention_fits(dict(two_stages, overlap="none"))
     gemm = [c for c in configs(GEMM.GEMM_SPACE) if GEMM.gemm_fits(c)]
     assert gemm and all(c["block_M"] * c["block_N"] <= 128 * c["threads"] for c in gemm)
     persistent = [c for c in gemm if c["persistent"]]
@@ -183,6 +190,9 @@ def test_the_written_out_attention_overlaps_the_softmax_with_the_next_scores_and
     # the softmax (exp2) runs before P V is waited for, and its V stage is freed only after that wait
     assert first_done < loop.index("exp2") < loop.index("wait_wgmma<0>") < loop.index("v_empty[")
     assert "__named_barrier_arrive" not in source
+    # its output is staged in Q's tile: the TMA store reads the buffer Q was loaded into
+    q_tile = re.search(r"tma_load\(Q_desc, q_full\[0\], \(&\(\(\(half_t\*\)(\w+)\)", source).group(1)
+    assert f"tma_store(O_desc, (&(((half_t*){q_tile})" in source
     # pingpong: the two consumer warpgroups take turns (named barriers 2 and 3) around their GEMMs
     pingpong = attention.compile(q, q, q, overlap="pingpong").cuda_source
     turn = pingpong.index("__sync_thread_partial(((((int)threadIdx.x) >> 7) + 1), 256)")

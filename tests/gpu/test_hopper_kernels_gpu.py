@@ -16,6 +16,7 @@ gemm = templates.kernel("gemm")
 STRUCTURES = [
     dict(block_M=128, block_N=128, threads=256, num_stages=2, warp_specialized=True, epilogue="shared"),
     dict(block_M=128, block_N=128, threads=256, num_stages=1, overlap="pingpong", epilogue="direct"),
+    dict(block_M=128, block_N=176, threads=256, num_stages=2, overlap="pingpong", epilogue="shared"),
     dict(block_M=192, block_N=128, threads=384, num_stages=2, warp_specialized=True, epilogue="direct"),
     dict(block_M=192, block_N=128, threads=384, num_stages=1, overlap="none", epilogue="shared"),
     dict(block_M=64, block_N=64, threads=128, num_stages=1, warp_specialized=False, epilogue="direct"),
@@ -40,7 +41,7 @@ def test_attention_matches_sdpa_with_partial_tiles(config, causal):
 @pytest.mark.parametrize("dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True], ids=["non-causal", "causal"])
 @pytest.mark.parametrize(
-    "config", STRUCTURES[:3], ids=lambda c: f"{c['block_M']}-{c.get('overlap', 'intra')}"
+    "config", STRUCTURES[:4], ids=lambda c: f"{c['block_M']}x{c['block_N']}-{c.get('overlap', 'intra')}"
 )
 def test_bf16_attention_and_head_dim_64_match_sdpa(config, causal, dim):
     """dtype="bfloat16" (Q, K, V, P and the output in bf16) and head dim 64, against SDPA in the same type;

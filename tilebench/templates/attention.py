@@ -16,7 +16,10 @@ Structure parameters (compile-time, so each value is its own kernel):
   the other's GEMMs (256 consumer threads; else as "intra").
 - `threads`: 128 per consumer warpgroup, each taking 64 or 128 rows: block_M 192 on 384 threads is three
   consumer warpgroups beside the producer (160 registers each, against 240 for two).
-- `epilogue`: "shared" stages the output tile in shared memory and stores it in one wide copy.
+- `block_N`: 128 key rows a tile, or 176 (FlashAttention-3's tile at head dim 128, non-causal): fewer,
+  longer steps for two consumer warpgroups of 64 rows each.
+- `epilogue`: "shared" stages the output tile in shared memory (the written-out pipeline: in Q's tile)
+  and stores it in one wide copy.
 Only the key tiles crossing the diagonal (causal) or the sequence's end are masked, and a causal grid runs
 its longest rows first.
 """
@@ -267,7 +270,9 @@ def attention(
         if written_out:
             K_s = T.alloc_shared([num_stages, block_N, dim], dtype)
             V_s = T.alloc_shared([num_stages, block_N, dim], dtype)
-            O_s = T.alloc_shared([block_M, dim], dtype) if epilogue == "shared" else None
+            # The output is staged in Q's tile: each consumer warpgroup's last Q K^T has read its rows of Q_s
+            # before it writes its rows of the output there.
+            O_s = Q_s if epilogue == "shared" else None
             overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, row0, by, bz, steps, partial_tile, is_causal, scale,
                             threads, overlap == "pingpong" and threads == 256)  # fmt: skip
         else:
@@ -278,7 +283,7 @@ def attention(
 
 ATTENTION_SPACE = dict(
     block_M=[128, 192],
-    block_N=[128],
+    block_N=[128, 176],
     num_stages=[1, 2],
     threads=[256, 384],
     warp_specialized=[True, False],
@@ -305,8 +310,11 @@ def attention_fits(config: dict, dim: int = 128) -> bool:
         return False
     if overlap == "pingpong" and groups != 2:
         return False
+    if block_n > 128 and (groups != 2 or block_m != 128):  # S and P of 176 keys leave room for 64 rows only
+        return False
     if config.get("is_causal") and not specialized and stages > 1:
         return False
     staged = stages * 2 * block_n * dim * 2 + block_m * dim * 2
-    output = block_m * dim * 2 if config["epilogue"] == "shared" else 0
+    written_out = specialized and overlap != "none"  # its output is staged in Q's tile
+    output = block_m * dim * 2 if config["epilogue"] == "shared" and not written_out else 0
     return staged + output <= 227 * 1024
