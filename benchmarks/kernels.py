@@ -51,9 +51,23 @@ def fastest(result, count: int = 5) -> list:
     return sorted((r for r in result.records if r.status == "ok"), key=lambda r: r.median_ms)[:count]
 
 
+def differences(config: dict, best: dict) -> str:
+    """What `config` sets otherwise than `best`, as text ("the best" where nothing)."""
+    changed = {name: value for name, value in config.items() if best.get(name) != value}
+    return ", ".join(f"{name}={value}" for name, value in changed.items()) or "the best"
+
+
 def row(
-    report, case: str, result, flops: float, retimed, precision: str = "fp16", target: float = 1.0
+    report,
+    case: str,
+    result,
+    flops: float,
+    retimed,
+    precision: str = "fp16",
+    target: float = 1.0,
+    configs: list | None = None,
 ) -> None:
+    """One case's row; its note gives each finalist's ratio and, with `configs`, how it differs from the best."""
     (ms, vendor_ms, spread, config), finalists = retimed
     counts = {s: sum(1 for r in result.records if r.status == s) for s in {r.status for r in result.records}}
     report.row(
@@ -68,9 +82,11 @@ def row(
         target=target,
         met="yes" if vendor_ms / ms >= target else "no",
     )
-    report.note(
-        f"{case}: statuses {counts}; finalists {', '.join(f'{r:.3f}x' for r in finalists)}; best {config}"
-    )
+    shown = [
+        f"{ratio:.3f}x" + (f" ({differences(other, config)})" if configs else "")
+        for ratio, other in zip(finalists, configs or [None] * len(finalists))
+    ]
+    report.note(f"{case}: statuses {counts}; finalists {'; '.join(shown)}; best {config}")
 
 
 # (label, causal, head dim, dtype, target): issue 35's FA3-level 1.12x for the fp16 D128 rows, 1.05x else
@@ -123,14 +139,13 @@ def attention_case(
     if not finalists:
         report.note(f"attention {label}: no config passed the check against SDPA")
         return
+    configs = [record.config for record in finalists]
     best = retime(
-        lambda config: _bound(attention, (Q, K, V), dict(config, **fixed)),
-        lambda: sdpa(Q, K, V),
-        [record.config for record in finalists],
+        lambda config: _bound(attention, (Q, K, V), dict(config, **fixed)), lambda: sdpa(Q, K, V), configs
     )
     out = _bound(attention, (Q, K, V), dict(best[0][-1], **fixed))()
     error = (out.float() - sdpa(Q, K, V).float()).abs().max().item()
-    row(report, f"attention {label} vs SDPA", result, flops, best, target=target)
+    row(report, f"attention {label} vs SDPA", result, flops, best, target=target, configs=configs)
     report.note(f"attention {label}: max abs error vs SDPA {error:.2e}")
 
 
@@ -163,12 +178,13 @@ def gemm_cases(report, budget: float, match: str | None = None) -> None:
         if not finalists:
             report.note(f"{name}: no config passed the check")
             continue
+        configs = [r.config for r in finalists]
         best = retime(
             lambda config, A=A, B=B, dtype=dtype: _bound(gemm, (A, B), dict(config, dtype=dtype)),
             lambda A=A, B=B: A @ B,
-            [r.config for r in finalists],
+            configs,
         )
-        row(report, f"{name} vs cuBLAS", result, flops, best)
+        row(report, f"{name} vs cuBLAS", result, flops, best, configs=configs)
 
 
 def fp8_cases(report, budget: float, match: str | None = None) -> None:
@@ -208,12 +224,9 @@ def fp8_cases(report, budget: float, match: str | None = None) -> None:
         if not finalists:
             report.note(f"FP8 GEMM {size}^3: no config passed the check")
             continue
-        best = retime(
-            lambda config, tensors=tensors: _bound(fp8_gemm, tensors, config),
-            vendor,
-            [r.config for r in finalists],
-        )
-        row(report, f"FP8 GEMM {size}^3 vs torch._scaled_mm", result, flops, best, precision="fp8")
+        configs = [r.config for r in finalists]
+        best = retime(lambda config, tensors=tensors: _bound(fp8_gemm, tensors, config), vendor, configs)
+        row(report, f"FP8 GEMM {size}^3 vs torch._scaled_mm", result, flops, best, "fp8", configs=configs)
 
 
 def fp8_operands(params) -> list:
