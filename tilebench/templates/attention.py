@@ -90,12 +90,13 @@ def online_softmax(S, row_max, prev_max, rescale, row_sum, denom, scale):
     far must be multiplied by, and `denom` the running sum."""
     block_M, block_N = S.shape
     T.copy(row_max, prev_max)
-    T.reduce_max(S, row_max, dim=1, clear=False)  # the running max: masked rows stay finite
+    # the running max (masked rows stay finite); batch: a thread's two rows reduced across threads at once
+    T.reduce_max(S, row_max, dim=1, clear=False, batch=2)
     for i in T.Parallel(block_M):
         rescale[i] = T.exp2(prev_max[i] * scale - row_max[i] * scale)
     for i, j in T.Parallel(block_M, block_N):
         S[i, j] = T.exp2(S[i, j] * scale - row_max[i] * scale)
-    T.reduce_sum(S, row_sum, dim=1)
+    T.reduce_sum(S, row_sum, dim=1, batch=2)
     for i in T.Parallel(block_M):
         denom[i] = denom[i] * rescale[i] + row_sum[i]
 
