@@ -1,6 +1,8 @@
 """The FP8 GEMM template (tilebench/templates/fp8_gemm.py) compiles for sm_90a in the configs its
 constraint keeps, multiplies e4m3 tiles with wgmma, scales the fp32 accumulator in its epilogue, allocates
-the shared memory its constraint counts, and compiles as the launcher's cell through the real magic."""
+the shared memory its constraint counts, and compiles as the launcher's cell through the real magic. Its
+persistent blocks run the written-out pipeline (one wgmma group in flight, each stage freed when its MMAs
+finish, a loop over tiles, the deferred epilogue) and take partial tiles."""
 
 import itertools
 import json
@@ -62,12 +64,15 @@ def test_the_kept_configs_compile_for_sm90a_with_the_shared_memory_the_constrain
     assert resources.smem_bytes <= FP8.SHARED_MEMORY
     producer = FP8.PRODUCER_THREADS if config["warp_specialized"] else 0
     assert resources.threads_per_block == config["threads"] + producer
-    assert resources.grid == (4096 // config["block_N"], 4096 // config["block_M"], 1)
+    if config["persistent"]:  # resident blocks that loop over the tiles
+        assert resources.grid == (config["persistent"], 1, 1)
+    else:
+        assert resources.grid == (4096 // config["block_N"], 4096 // config["block_M"], 1)
 
 
 def test_the_space_keeps_what_fits_and_drops_the_rest():
     kept = kept_configs()
-    assert kept and {c["epilogue"] for c in kept} == {"shared", "direct"}
+    assert kept and {c["epilogue"] for c in kept} == {"shared", "deferred", "direct"}
     assert all(c["block_M"] * c["block_N"] <= FP8.ACCUMULATORS * c["threads"] for c in kept)
     # 256 x 256 on two consumer warpgroups: 256 accumulators a thread
     assert not any((c["block_M"], c["block_N"]) == (256, 256) for c in kept)
@@ -79,6 +84,32 @@ def test_the_space_keeps_what_fits_and_drops_the_rest():
     config = dict(block_M=128, block_N=256, block_K=64, num_stages=2, threads=256, epilogue="shared")
     assert FP8.shared_memory(config) == 128 * 256 * 2
     assert FP8.shared_memory(dict(config, epilogue="direct")) == 2 * (128 + 256) * 64
+
+
+def test_the_constraint_keeps_persistent_blocks_where_they_are_built_and_fit():
+    kept = kept_configs()
+    persistent = [c for c in kept if c["persistent"]]
+    assert {c["persistent"] for c in persistent} == {128, 132}
+    # written-out warp specialization only, whose consumers always take whole rows: one policy compiled
+    assert all(c["warp_specialized"] and c["policy"] == "FullRow" for c in persistent)
+    # the deferred epilogue only where it differs from "shared"
+    assert {c["epilogue"] for c in kept if not c["persistent"]} == {"shared", "direct"}
+    assert {c["epilogue"] for c in persistent} == {"shared", "deferred", "direct"}
+    base = dict(block_M=256, block_N=128, block_K=128, num_stages=4, threads=256, persistent=132)
+    assert FP8.fp8_gemm_fits(dict(base, epilogue="deferred"))
+    assert not FP8.fp8_gemm_fits(dict(base, epilogue="deferred", warp_specialized=False))
+    assert not FP8.fp8_gemm_fits(dict(base, epilogue="deferred", policy="Square"))
+    assert not FP8.fp8_gemm_fits(dict(base, epilogue="deferred", persistent=0))
+    # the staged output sits beside the stages: 4 of 256 x 128 x 128 (192 KiB) leave room for 64 of its
+    # columns (32 KiB), 3 for the whole tile; 5 stages leave none
+    assert FP8.store_columns(256, 128, 128, 4) == 64 and FP8.store_columns(256, 128, 128, 3) == 128
+    assert FP8.shared_memory(dict(base, epilogue="shared")) == 192 * 1024 + 256 * 64 * 2
+    assert FP8.shared_memory(dict(base, epilogue="direct")) == 192 * 1024
+    assert not FP8.fp8_gemm_fits(dict(base, epilogue="shared", num_stages=5))
+    # the whole 128 x 128 tile fits beside 5 stages of it
+    assert FP8.fp8_gemm_fits(dict(base, block_M=128, num_stages=5, epilogue="shared"))
+    # 256 x 256 on two consumer warpgroups: 256 accumulators a thread, persistent or not
+    assert not FP8.fp8_gemm_fits(dict(base, block_N=256, num_stages=2, epilogue="direct"))
 
 
 def test_the_constraint_drops_a_config_whose_compiled_kernel_is_over_the_limit():
@@ -120,6 +151,79 @@ def test_an_unknown_structure_is_a_value_error():
         templates.kernel("fp8_gemm").compile(*operands(), epilogue="later")
     with pytest.raises(ValueError, match="policy='Wide'"):
         templates.kernel("fp8_gemm").compile(*operands(), policy="Wide")
+    with pytest.raises(ValueError, match="persistent=132: .*warp_specialized=True"):
+        templates.kernel("fp8_gemm").compile(*operands(), persistent=132, warp_specialized=False)
+
+
+def test_persistent_consumers_keep_one_wgmma_group_in_flight_and_free_each_stage_when_its_mmas_finish():
+    kernel = templates.kernel("fp8_gemm").compile(*operands(), block_M=256, num_stages=4, persistent=132)
+    resources = kernel.artifacts().resources
+    assert resources.grid == (132, 1, 1) and resources.threads_per_block == 256 + 128
+    assert not resources.over_limits
+    source = kernel.cuda_source
+    # 512 tiles of 256 x 128 over 132 blocks: 4 rounds, the producer's TMA loads inside the loop over them
+    producer = source[source.index("warpgroup_reg_dealloc<40>") : source.index("warpgroup_reg_alloc<232>")]
+    assert "for (int wave = 0; wave < 4; ++wave)" in producer
+    # the producer waits for a stage to be free, then loads A and B_nk (K-major) into it
+    assert producer.index("empty[") < producer.index("tma_load(A_desc") < producer.index("tma_load(B_nk_desc")
+    consumers = source[source.index("warpgroup_reg_alloc<232>") :]
+    assert "wave_1 < 4" in consumers
+    loop = consumers[: consumers.index("wait_wgmma<0>")]
+    # the K loop issues a step's e4m3 wgmma group, then waits only for the previous one and frees its stage
+    assert "wgmma_ss<tl::DataType::kFloat8_e4m3, tl::DataType::kFloat8_e4m3, tl::DataType::kFloat32" in loop
+    assert "warpgroup_wait<0>" not in loop
+    assert loop.index("warpgroup_commit_batch") < loop.index("wait_wgmma<1>") < loop.index("empty[")
+    release = loop[loop.index("wait_wgmma<1>();") :]
+    assert release.index("% 128) == 0)") < release.index("].arrive();")
+    assert "empty[0].init(2);" in source  # one arrival per consumer warpgroup
+    # after the last MMAs: the scales on the fp32 accumulator, then bf16 through shared memory by TMA
+    epilogue = consumers[consumers.index("wait_wgmma<0>") :]
+    assert "float scale = (scale_a[0] * scale_b[0]);" in source
+    assert (
+        epilogue.index("scale") < epilogue.index("__float22bfloat162_rn") < epilogue.index("tma_store(C_desc")
+    )
+    # 4 stages of 256 x 128 x 128 leave room for 64 columns: 4 parts of 32 taking turns in two buffers
+    assert "for (int part = 0; part < 4; ++part)" in epilogue and "tma_store_wait<1, true>" in epilogue
+
+
+def test_a_deferred_epilogue_stores_each_tile_while_the_next_tiles_first_mmas_run():
+    kernel = templates.kernel("fp8_gemm").compile(
+        *operands(), block_M=256, num_stages=4, persistent=128, epilogue="deferred"
+    )
+    artifacts = kernel.artifacts()
+    artifacts.ensure_ptx()  # ptxas: the bf16 copy of the tile fits beside the 128 accumulators
+    assert artifacts.resources.grid == (128, 1, 1) and artifacts.resources.spill_store_bytes == 0
+    consumers = kernel.cuda_source[kernel.cuda_source.index("warpgroup_reg_alloc<232>") :]
+    loop = consumers[: consumers.index("wait_wgmma<0>")]
+    # inside the K loop, once the first step's MMAs are issued: the last tile, if there is one
+    first = loop[loop.index("warpgroup_commit_batch") :]
+    assert first.index("if (k_1 == 0)") < first.index("0 <= last[0]") < first.index("tma_store(C_desc")
+    # the finished tile is scaled, becomes bf16 registers, and the block's last tile is stored after the loop
+    after = consumers[consumers.index("wait_wgmma<0>") :]
+    assert after.index("scale") < after.index("__float22bfloat162_rn") < after.index("last[0] = ")
+    assert after.index("last[0] = ") < after.index("tma_store(C_desc")
+    assert "wave_1 < 4" in consumers and "tma_store(C_desc" not in after[: after.index("last[0] = ")]
+
+
+@pytest.mark.parametrize("epilogue", ["deferred", "direct"])
+def test_persistent_blocks_take_partial_tiles_in_every_dimension(epilogue):
+    # 23 x 12 tiles of 128 x 256 and ceil(560 / 128) = 5 K steps, the last 48 wide (TMA reads zeros past K)
+    kernel = templates.kernel("fp8_gemm").compile(
+        *operands(2900, 2904, 560), block_N=256, num_stages=3, persistent=132, epilogue=epilogue
+    )
+    resources = kernel.artifacts().resources
+    assert resources.grid == (132, 1, 1) and not resources.over_limits
+    source = kernel.cuda_source
+    assert "k < 5" in source and "k_1 < 5" in source
+    # 276 tiles over 132 blocks: 3 rounds, the last taken only where a tile is left
+    assert "wave < 3" in source and "wave_1 < 3" in source
+    assert source.count("< 23) && (") >= 2, "a tile past the grid is skipped by producer and consumers"
+    if epilogue == "direct":  # the store from registers leaves out the rows and columns past C's end
+        epilogue = source[source.index("wait_wgmma<0>") :]
+        guard = epilogue[epilogue.index("if (") : epilogue.index("*(uint1*)(C + ")]
+        # columns in eights (2904 / 8 = 363), rows in fours (2900 / 4 = 725, plus 16 for
+        # the consumer warps' numbering after the producer's 4)
+        assert "< 363)" in guard and "< 741)" in guard, guard
 
 
 # The launcher's cell runs in a child process: a fresh IPython shell and tilebench state of its own.

@@ -1,5 +1,6 @@
 """The FP8 GEMM template (tilebench/templates/fp8_gemm.py) against a dequantized fp32 reference and against
-torch._scaled_mm (cuBLASLt), at 4096^3 and with partial tiles in every dimension.
+torch._scaled_mm (cuBLASLt), at 4096^3 and with partial tiles in every dimension, in each structure
+(tilelang's pipelines, and persistent blocks with the written-out one).
 
 Tolerances. The operands are exact in fp32 (an e4m3 value has 3 mantissa bits; the product of two has at
 most 8), so the rounding of the inputs to fp8 is no error here: the reference multiplies the very same
@@ -35,7 +36,18 @@ STRUCTURES = [
     dict(block_M=256, block_N=128, num_stages=3, warp_specialized=True, policy="Square", epilogue="direct"),
     dict(block_M=128, block_N=128, num_stages=3, warp_specialized=False, policy="FullRow", epilogue="shared"),
     dict(block_M=128, block_N=256, num_stages=3, warp_specialized=False, policy="Square", epilogue="direct"),
-]
+    # persistent blocks with the written-out pipeline: 64 staged columns beside 4 stages, the whole tile
+    # beside 3 and 5, the tile kept in registers (deferred), and no staging (direct)
+    dict(block_M=256, block_N=128, num_stages=4, warp_specialized=True, policy="FullRow", epilogue="shared",
+         persistent=132),
+    dict(block_M=256, block_N=128, num_stages=4, warp_specialized=True, policy="FullRow", epilogue="deferred",
+         persistent=128),
+    dict(block_M=128, block_N=256, num_stages=3, warp_specialized=True, policy="FullRow", epilogue="deferred",
+         persistent=132),
+    dict(block_M=128, block_N=128, num_stages=5, warp_specialized=True, policy="FullRow", epilogue="direct",
+         persistent=132),
+]  # fmt: skip
+PERSISTENT = [config for config in STRUCTURES if config.get("persistent")]
 
 
 def quantized(rows: int, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -86,8 +98,23 @@ def test_fp8_gemm_matches_scaled_mm(shape):
     assert_near(fp8_gemm(a, b_nk, scale_a, scale_b), cublas.float(), widen=2.0)
 
 
+@pytest.mark.parametrize("shape", [(300, 520, 272), (3000, 3000, 1040)], ids=["few-tiles", "uneven-rounds"])
+@pytest.mark.parametrize("config", PERSISTENT, ids=lambda c: "-".join(str(v) for v in c.values()))
+def test_persistent_blocks_with_idle_blocks_or_an_uneven_last_round(config, shape):
+    # (300, 520): fewer tiles than blocks, so most blocks take none; (3000, 3000): 288 (or 576) tiles, left
+    # over for only some blocks in the last round, and 9 K steps a tile, so the stage ring's phase carries
+    # on from one tile into the next
+    config = dict(config, block_K=128, threads=256, swizzle=8)
+    a, b_nk, scale_a, scale_b = operands(*shape)
+    assert_near(fp8_gemm(a, b_nk, scale_a, scale_b, **config), dequantized(a, b_nk, scale_a, scale_b))
+
+
 def test_the_scales_multiply_the_output():
     a, b_nk, scale_a, scale_b = operands(512, 512, 512)
     once = fp8_gemm(a, b_nk, scale_a, scale_b).float()
     twice = fp8_gemm(a, b_nk, scale_a * 2, scale_b * 4).float()
     torch.testing.assert_close(twice, once * 8, rtol=0, atol=0)  # powers of two: exact in bf16
+    for config in PERSISTENT:  # the scales in the persistent epilogues too, tile after tile
+        config = dict(config, block_K=128, threads=256, swizzle=8)
+        persistent = fp8_gemm(a, b_nk, scale_a * 2, scale_b * 4, **config).float()
+        torch.testing.assert_close(persistent, twice, rtol=0, atol=0)
