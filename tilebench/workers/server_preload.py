@@ -1,6 +1,6 @@
 """Imported by the compile server before it forks any worker: NVRTC's PCH heap placed first, then tilelang,
-and the precompiled headers of the kernels compiled last, loaded once for all of them. The server's end is
-quiet and tidy (server.tend)."""
+the precompiled headers of the kernels compiled last, loaded once for all of them, and a small GEMM compiled
+(compiler/warm_compile.py). The server's end is quiet and tidy (server.tend)."""
 
 import contextlib
 import os
@@ -21,3 +21,9 @@ with contextlib.suppress(Exception):
     tilelang()
     nvrtc.usable()  # loads libnvrtc and reads the toolkit's version once, before the forks
     include_sets.prebuild(make, guess)
+with contextlib.suppress(Exception):  # tilelang's first-use set-up, inherited by every worker
+    from tilebench.compiler.warm_compile import compile_small_gemm
+    from tilebench.config import settings
+
+    if settings.device_compiler != "nvcc" and nvrtc.usable():  # through nvcc it would take seconds
+        compile_small_gemm(settings.default_arch)
