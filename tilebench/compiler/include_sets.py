@@ -13,6 +13,7 @@ import os
 import signal
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tilebench.compiler.headers import (
     PROBE_KERNEL,
@@ -157,15 +158,10 @@ def _gpu_arch() -> str | None:
         return None
 
 
-def gemm_include_set() -> tuple[str | None, list[str]]:
-    """The head and NVRTC options of a small fp16 GEMM compiled for the GPU here (target_arch);
-    imports tilelang."""
-    import tilelang
+def small_gemm() -> Any:
+    """A one-block 128x128x64 fp16 tensor-core GEMM (a PrimFunc): what a GPU's GEMMs include, compiled in
+    little time; imports tilelang."""
     import tilelang.language as T
-    import tvm
-    from tvm.target import Target
-
-    arch = target_arch()
 
     @T.prim_func
     def gemm(
@@ -183,10 +179,21 @@ def gemm_include_set() -> tuple[str | None, list[str]]:
                 T.gemm(A_s, B_s, C_l)
             T.copy(C_l, C)
 
+    return gemm
+
+
+def gemm_include_set() -> tuple[str | None, list[str]]:
+    """The head and NVRTC options of a small fp16 GEMM compiled for the GPU here (target_arch);
+    imports tilelang."""
+    import tilelang
+    import tvm
+    from tvm.target import Target
+
+    arch = target_arch()
     target = Target({"kind": "cuda", "arch": arch})
     try:
         with tvm.transform.PassContext(opt_level=3), target:
-            code = tilelang.lower(gemm, target=target, enable_device_compile=False).kernel_source
+            code = tilelang.lower(small_gemm(), target=target, enable_device_compile=False).kernel_source
     except Exception:  # an arch this tilelang cannot lower a GEMM for: nothing to prebuild
         return None, []
     return source_head(nvrtc_source(code)), nvrtc_options(arch.removeprefix("sm_"), {})

@@ -14,41 +14,21 @@ import os
 import tempfile
 import time
 
-SIZE = 64
 
-
-def compile_small_gemm(arch: str) -> float:
-    """Compile a 64x64x64 fp16 tile GEMM for `arch` ("sm_90a") into a temporary kernel cache that is then
-    removed; the seconds it took. Its compile phases and header use are dropped, not reported."""
+def compile_small_gemm() -> float:
+    """Compile include_sets' small GEMM for the arch compiled for here into a temporary kernel cache that
+    is then removed; the seconds it took. Its compile phases and header use are dropped, not reported."""
     from tilebench.compiler import headers, phases
+    from tilebench.compiler.include_sets import small_gemm, target_arch
     from tilebench.compiler.runtime import tilelang
 
     tl = tilelang()
-    T = tl.language
-
-    @T.prim_func
-    def small_gemm(
-        A: T.Tensor((SIZE, SIZE), "float16"),
-        B: T.Tensor((SIZE, SIZE), "float16"),
-        C: T.Tensor((SIZE, SIZE), "float16"),
-    ):
-        with T.Kernel(1, threads=128):
-            A_s = T.alloc_shared((SIZE, SIZE), "float16")
-            B_s = T.alloc_shared((SIZE, SIZE), "float16")
-            C_l = T.alloc_fragment((SIZE, SIZE), "float32")
-            T.clear(C_l)
-            for _ in T.Pipelined(1, num_stages=1):
-                T.copy(A, A_s)
-                T.copy(B, B_s)
-                T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C)
-
     started = time.perf_counter()
     saved = os.environ.get("TILELANG_CACHE_DIR")
     with tempfile.TemporaryDirectory(prefix="tilebench-warm-") as folder:
         os.environ["TILELANG_CACHE_DIR"] = folder
         try:
-            tl.compile(small_gemm, out_idx=[-1], target={"kind": "cuda", "arch": arch})
+            tl.compile(small_gemm(), out_idx=[-1], target={"kind": "cuda", "arch": target_arch()})
         finally:
             if saved is None:
                 os.environ.pop("TILELANG_CACHE_DIR", None)

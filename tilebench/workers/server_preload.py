@@ -26,4 +26,4 @@ with contextlib.suppress(Exception):  # tilelang's first-use set-up, inherited b
     from tilebench.config import settings
 
     if settings.device_compiler != "nvcc" and nvrtc.usable():  # through nvcc it would take seconds
-        compile_small_gemm(settings.default_arch)
+        compile_small_gemm()
