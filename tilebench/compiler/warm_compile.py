@@ -5,7 +5,9 @@ on the 2-core machine a compile worker's first 4096^3 GEMM lowered in 0.43-0.54 
 0.11-0.18 s. Compiled once in the server, that set-up is inherited by every forked worker, whose first
 compile then lowers as fast as its later ones (0.13-0.15 s). Lowering alone (tilelang.lower, host code
 included) left most of it in place: the warm-up takes tilelang's own compile path, NVRTC included, into a
-throwaway cache folder.
+throwaway cache folder. The server is ready that much later: where a tune follows `import tilebench` at
+once (a script; 2 cores) it took 0.4-0.6 s longer, where the server starts ahead of the first tune (a
+notebook, `tb.warm_up`) the whole first tune is faster.
 """
 
 from __future__ import annotations
