@@ -145,15 +145,10 @@ def configs_of(space):
 def separate_tilelang_cache():
     """tilelang.autotune compiles into a kernel cache of its own, so that tilebench's cold run starts from
     an empty one (tilelang reads TILELANG_CACHE_DIR when it compiles)."""
-    saved = os.environ.get("TILELANG_CACHE_DIR")
-    os.environ["TILELANG_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilelang-autotune-bench-")
-    try:
+    from tilebench.config import settings
+
+    with settings.scope(TILELANG_CACHE_DIR=tempfile.mkdtemp(prefix="tilelang-autotune-bench-")):
         yield
-    finally:
-        if saved is None:
-            os.environ.pop("TILELANG_CACHE_DIR", None)
-        else:
-            os.environ["TILELANG_CACHE_DIR"] = saved
 
 
 def timeline(records, total_s: float) -> str:

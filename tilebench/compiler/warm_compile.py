@@ -47,20 +47,15 @@ def compile_small_gemm() -> float:
 def _beside(cache: Path) -> Iterator[None]:
     """TILELANG_CACHE_DIR set to a new folder beside `cache` for the block, removed after it (with any a
     process that died while warming up left there), then set back."""
+    from tilebench.config import settings
+
     for stale in cache.parent.glob(f"{PREFIX}*"):
         if not _alive(stale.name.removeprefix(PREFIX).partition("-")[0]):
             shutil.rmtree(stale, ignore_errors=True)
-    saved = os.environ.get("TILELANG_CACHE_DIR")
     cache.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with tempfile.TemporaryDirectory(prefix=f"{PREFIX}{os.getpid()}-", dir=cache.parent) as folder:
-            os.environ["TILELANG_CACHE_DIR"] = folder
-            yield
-    finally:
-        if saved is None:
-            os.environ.pop("TILELANG_CACHE_DIR", None)
-        else:
-            os.environ["TILELANG_CACHE_DIR"] = saved
+    folders = tempfile.TemporaryDirectory(prefix=f"{PREFIX}{os.getpid()}-", dir=cache.parent)
+    with folders as folder, settings.scope(TILELANG_CACHE_DIR=folder):
+        yield
 
 
 @contextlib.contextmanager
