@@ -118,7 +118,8 @@ def prepare_worker(gpu: bool = False) -> None:
             settings.reload()  # Dask's Nanny sets the worker's env (env=, nanny.environ) after imports ran
             prepare_environment()
             _drop_nanny_environ()
-            start_workers(prebuild=True, prestart=False)  # the server; each task thread has its own pool
+            # the server; each task thread has its own pool
+            start_workers(prebuild=True, warm_compile=True, prestart=False)
             _ready = True
     if gpu:
         start_workers([0], prestart=False)  # the server runs: only a benchmark worker that is gone starts

@@ -30,7 +30,9 @@ from tilebench.config import settings
 from tilebench.workers.supervisor import hidden_main, on_sigterm, quiet_streams
 
 PRELOAD = "tilebench.workers.server_preload"
-PREBUILD_ENV = "TILEBENCH_SERVER_PREBUILD"  # "1": this server starts with headers.prebuild()
+PREBUILD_ENV = (
+    "TILEBENCH_SERVER_PREBUILD"  # "1": headers.prebuild() as the server starts; "2": also a warm-up compile
+)
 START_ENV = "TILEBENCH_START_SERVER"  # "0": `import tilebench` starts no server
 _ADDR_NO_RANDOMIZE = 0x0040000
 _NOTEBOOK_GONE_S = 5.0  # how long the server's end waits for the process that started it to be gone
@@ -49,17 +51,18 @@ def forks_workers() -> bool:
     return context().get_start_method() == "forkserver"
 
 
-def start(prebuild: bool = False) -> None:
+def start(prebuild: bool = False, warm_compile: bool = False) -> None:
     """Start the server now, without waiting: it imports tilelang while the caller goes on. With
     `prebuild` (warm_up, Dask workers: no compile is waiting yet) it also precompiles the CUDA headers
-    its workers will include (headers.prebuild), which makes their compiles faster but the server later."""
+    its workers will include (headers.prebuild), which makes their compiles faster but the server later;
+    with `warm_compile` too, it compiles a small GEMM before its workers fork (compiler/warm_compile.py)."""
 
     if forks_workers():
         prepare_environment()  # the server's environment is the one workers get
         from multiprocessing import forkserver
 
         saved = os.environ.get(PREBUILD_ENV)
-        os.environ[PREBUILD_ENV] = "1" if prebuild else "0"  # read by the server as it starts
+        os.environ[PREBUILD_ENV] = str(int(prebuild) + int(prebuild and warm_compile))  # read as it starts
         try:
             with fixed_addresses(), hidden_main():  # the server never runs the caller's script
                 forkserver.ensure_running()

@@ -31,6 +31,7 @@ def start_workers(
     devices: Sequence[int] = (),
     *,
     prebuild: bool = False,
+    warm_compile: bool = False,
     prestart: bool = True,
     open_context: bool = True,
     wait: bool = False,
@@ -41,13 +42,15 @@ def start_workers(
 
     `prebuild`: the server also precompiles the CUDA headers its workers will include (headers.prebuild),
     which makes their compiles faster but the server ready later: for when no compile waits yet.
+    `warm_compile` (with `prebuild`): the server also compiles a small GEMM before it forks the compile
+    workers, so that each worker's first compile is as fast as its later ones (for when none is due soon).
     `open_context`: the benchmark workers open their CUDA context before their first job.
     Any thread may call it (workers are started from one that lives as long as the process).
     `wait=True` returns once all are ready: False when a benchmark worker cannot start (its first job
     says why).
     """
 
-    server.start(prebuild=prebuild)
+    server.start(prebuild=prebuild, warm_compile=warm_compile)
     forking = shared_pool().prestart_in_background() if prestart else None  # forked once the server is up
     workers = _bench_workers(devices)
     for worker in workers:
@@ -81,7 +84,7 @@ def warm_up(device: int = 0, wait: bool = False) -> bool:
     machine) they are ready when the first tune begins. `wait=True` returns once both are ready (False: the benchmark worker
     could not start; its first job says why).
     """
-    return start_workers([device] if gpu_present() else [], prebuild=True, wait=wait)
+    return start_workers([device] if gpu_present() else [], prebuild=True, warm_compile=True, wait=wait)
 
 
 def start_early() -> None:
