@@ -178,15 +178,20 @@ def test_a_deferred_epilogue_stores_each_tile_while_the_next_tiles_first_mmas_ru
         gemm.compile(a, a, epilogue="later")
 
 
+def loop_start(source: str, name: str) -> int:
+    """Where the key-tile loop over `name` starts in a kernel's CUDA source."""
+    return source.index(f"for (int {name} = 1;")
+
+
 def test_the_written_out_attention_overlaps_the_softmax_with_the_next_scores_and_the_last_values():
     q = tb.place(8, 4096, 32, 128, dtype=torch.float16)
     attention = templates.kernel("attention")
     source = attention.compile(q, q, q, overlap="intra").cuda_source
-    loop = source[source.index("for (int k_1 = 1;") :]
+    loop = source[loop_start(source, "k_1") :]
     # Q K^T of this tile and P V of the last are issued (wgmma_ss, wgmma_rs) before the wait for the first
     scores, values = loop.index("wgmma_ss"), loop.index("wgmma_rs")
     first_done = loop.index("wait_wgmma<1>")
-    assert scores < values < first_done < loop.index("k_empty[(k_1 & 1)].arrive()")
+    assert scores < values < first_done < loop.index("k_empty[", first_done) < loop.index("exp2")
     # the output is rescaled after P V is waited for (measured faster than under Q K^T)
     assert "rescale[" not in loop[scores:values]
     freed = loop.index("v_empty[")
@@ -194,6 +199,9 @@ def test_the_written_out_attention_overlaps_the_softmax_with_the_next_scores_and
     # the softmax (exp2) runs before P V is waited for, and its V stage is freed only after that wait
     assert first_done < loop.index("exp2") < loop.index("wait_wgmma<0>") < loop.index("v_empty[")
     assert "__named_barrier_arrive" not in source
+    # each thread keeps its part of a row's sum: the one sum across threads comes after the last key tile
+    assert source.count("tl::SumOp") == 1 and source.index("tl::SumOp") > loop_start(source, "k_1")
+    assert "tl::MaxOp" in loop
     # its output is staged in Q's tile: the TMA store reads the buffer Q was loaded into
     q_tile = re.search(r"tma_load\(Q_desc, q_full\[0\], \(&\(\(\(half_t\*\)(\w+)\)", source).group(1)
     assert f"tma_store(O_desc, (&(((half_t*){q_tile})" in source
@@ -207,14 +215,37 @@ def test_the_written_out_attention_overlaps_the_softmax_with_the_next_scores_and
     assert "wait_wgmma<1>" not in automatic and "warpgroup_wait<0>" in automatic
 
 
+def test_persistent_attention_blocks_load_the_next_row_tile_while_they_finish_this_one():
+    q = tb.place(8, 4096, 32, 128, dtype=torch.float16)
+    kernel = templates.kernel("attention").compile(q, q, q, overlap="intra", persistent=132)
+    assert kernel.artifacts().resources.grid[0] == 132
+    source = kernel.cuda_source
+    producer, consumers = source.split("warpgroup_reg_alloc", 1)
+    # the producer loads a row tile's Q once the last row tile's Q K^T are all done
+    assert producer.index("q_empty[0].wait(") < producer.index("tma_load(Q_desc")
+    # the consumers say so after the last Q K^T of a row tile, before its last P V and its output
+    released = consumers.index("q_empty[0].arrive()")
+    assert consumers.rindex("wait_wgmma<1>", 0, released) > loop_start(consumers, "k_1")
+    assert released < consumers.rindex("wgmma_rs") < consumers.index("tma_store(O_desc")
+    # the output has a tile of its own: Q's is loaded again meanwhile
+    q_tile = re.search(r"tma_load\(Q_desc, q_full\[0\], \(&\(\(\(half_t\*\)(\w+)\)", source).group(1)
+    assert "tma_store(O_desc" in source and f"tma_store(O_desc, (&(((half_t*){q_tile})" not in source
+    assert templates.module("attention").attention_fits(dict(CONFIG_128, persistent=132))
+    assert not templates.module("attention").attention_fits(dict(CONFIG_128, persistent=132, is_causal=True))
+
+
+CONFIG_128 = dict(block_M=128, block_N=128, num_stages=2, threads=256, overlap="intra", epilogue="shared")
+
+
 def test_the_written_out_causal_attention_masks_the_scores_after_the_gemm_that_clears_them():
     """Q K^T starts from zero in the wgmma itself (no clearing of S before it is issued), and the tiles
     crossing the diagonal are masked once it is done."""
     q = tb.place(2, 1024, 4, 128, dtype=torch.float16)
     source = templates.kernel("attention").compile(q, q, q, is_causal=True, overlap="intra").cuda_source
     scores = re.findall(r"wgmma_ss<[^>]*>\((.*?)\);", source)
-    assert len(scores) == 2 and all(call.endswith("? 1 : 0)") for call in scores), scores
-    loop = source[source.index("for (int k_1 = 1;") :]
+    # the first key tile's, the loop's, the last key tile's (apart: it lets the producer load the next Q)
+    assert len(scores) == 3 and all(call.endswith("? 1 : 0)") for call in scores), scores
+    loop = source[loop_start(source, "k_1") :]
     assert (
         loop.index("wgmma_ss")
         < loop.index("wait_wgmma<1>")
@@ -250,7 +281,7 @@ def test_three_consumer_warpgroups_take_192_rows():
     kernel = templates.kernel("attention").compile(q, q, q, block_M=192, threads=384, epilogue="direct")
     resources = kernel.artifacts().resources
     assert resources.threads_per_block == 384 + 128 and not resources.over_limits
-    assert resources.grid[0] == -(-1024 // 192)  # a partial last tile of rows
+    assert resources.grid[0] == -(-1024 // 192) * 4 * 2  # a block per row tile (a partial last one)
 
 
 @pytest.mark.parametrize(
