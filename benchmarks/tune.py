@@ -34,6 +34,8 @@ from pathlib import Path
 if __name__ == "__main__":
     given = sys.argv[sys.argv.index("--cache-dir") + 1] if "--cache-dir" in sys.argv else None
     os.environ["TILEBENCH_CACHE_DIR"] = given or tempfile.mkdtemp(prefix="tilebench-tune-bench-")
+    if "--cold-only" not in sys.argv:  # tb.warm_up starts the server (warm-up compile too), as in a notebook
+        os.environ["TILEBENCH_START_SERVER"] = "0"
 
 from tilebench.compiler.runtime import tilelang as load_tilelang  # noqa: E402
 
@@ -208,7 +210,8 @@ def cold_in_fresh_process(kept_from: Path | None = None) -> tuple[float | None, 
             shutil.copy(kept.parent / "recent-includes.json", cache / "nvrtc-pch")
         command += ["--cache-dir", str(cache)]
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    env = {name: value for name, value in os.environ.items() if name != "TILEBENCH_START_SERVER"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     wall = time.perf_counter() - started
     for line in done.stdout.splitlines():
         if line.startswith("COLD "):

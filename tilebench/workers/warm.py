@@ -101,7 +101,9 @@ def start_early() -> None:
     if multiprocessing.parent_process() is not None or "jupyter_server.serverapp" in sys.modules:
         return
     try:
-        # the GPU's memory is taken by the first tune, not by `import tilebench`
-        start_workers([0] if gpu_present() else [], prebuild=True, open_context=False)
+        # the GPU's memory is taken by the first tune, not by `import tilebench`; in a notebook the first
+        # tune is seconds away at least, so the server also has time for its warm-up compile
+        notebook = "ipykernel" in sys.modules
+        start_workers([0] if gpu_present() else [], prebuild=True, warm_compile=notebook, open_context=False)
     except Exception:  # noqa: BLE001 - the first compile or tune starts them again, and says what is wrong
         return
