@@ -26,9 +26,9 @@ with contextlib.suppress(Exception):  # tilelang's first-use set-up, inherited b
     from tilebench.compiler.warm_compile import compile_small_gemm
     from tilebench.config import settings
 
-    # Only well ahead of the compiles (warm_up, a notebook's `import tilebench`): where a compile is due
-    # soon (a script's tune just after `import tilebench`) it waits longer (a 16-core H100 host: 5.5 s for a
-    # first tune, against 2.9-3.9 s without; each compile 0.3 s faster).
+    # Only well ahead of the compiles (warm_up, a notebook's `import tilebench`): a compile due at once (a
+    # script's tune just after `import tilebench`) would wait for this whole compile first. On a 16-core
+    # H100 host such a first tune took 2.9 and 5.5 s with it, 3.9 s without: too noisy to show a gain.
     warm = os.environ.get(server.PREBUILD_ENV) == "2"
     if warm and settings.device_compiler != "nvcc" and nvrtc.usable():  # through nvcc it would take seconds
         compile_small_gemm()
