@@ -30,9 +30,8 @@ from tilebench.config import settings
 from tilebench.workers.supervisor import hidden_main, on_sigterm, quiet_streams
 
 PRELOAD = "tilebench.workers.server_preload"
-PREBUILD_ENV = (
-    "TILEBENCH_SERVER_PREBUILD"  # "1": headers.prebuild() as the server starts; "2": also a warm-up compile
-)
+# "1": the server starts with headers.prebuild(); "2": and a warm-up compile (compiler/warm_compile.py)
+PREBUILD_ENV = "TILEBENCH_SERVER_PREBUILD"
 START_ENV = "TILEBENCH_START_SERVER"  # "0": `import tilebench` starts no server
 _ADDR_NO_RANDOMIZE = 0x0040000
 _NOTEBOOK_GONE_S = 5.0  # how long the server's end waits for the process that started it to be gone

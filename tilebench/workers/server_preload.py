@@ -1,6 +1,6 @@
 """Imported by the compile server before it forks any worker: NVRTC's PCH heap placed first, then tilelang,
 the precompiled headers of the kernels compiled last, loaded once for all of them, and, when started well
-ahead of the compiles (warm_up), a small GEMM compiled (compiler/warm_compile.py). The server's end is
+ahead of the compiles (warm_up, a notebook), a small GEMM compiled (compiler/warm_compile.py). The server's end is
 quiet and tidy (server.tend)."""
 
 import contextlib
