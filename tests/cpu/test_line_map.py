@@ -119,17 +119,25 @@ def test_the_gemm_cells_sass_lines(gemm):
 
 
 def test_the_attention_templates_lines(attention):
-    """Four wgmma GEMMs (two in one loop iteration) and the reductions of macros in the cell."""
+    """Four wgmma GEMMs (two in one loop iteration) and the reductions of macros in the cell: the row max
+    across a row's threads, the row sum in each thread's own columns, then across threads once."""
     line_map = attention.artifacts.line_map_for(attention.cell)
     gemms = editor_lines(attention.cell, "T.wgmma_gemm(")
     assert len(gemms) == 4
     for cell_line in gemms:
         check_tensor_core_call(attention, line_map, cell_line, "tl::wgmma_")
     ptx = attention.artifacts.line_ptx.splitlines()
-    for reduce in ("T.reduce_max(", "T.reduce_sum("):
-        (cell_line,) = editor_lines(attention.cell, reduce)
-        found = {ptx[n - 1].split()[0] for n in line_map.lines("ptx", cell_line)}
-        assert "shfl.sync.bfly.b32" in found, found  # the reduction across a row's threads
+
+    def instructions(cell_line: int) -> set[str]:
+        return {ptx[n - 1].split()[0] for n in line_map.lines("ptx", cell_line)}
+
+    (row_max,) = editor_lines(attention.cell, "T.reduce_max(")
+    assert "shfl.sync.bfly.b32" in instructions(row_max), instructions(row_max)
+    (own_columns,) = editor_lines(attention.cell, "T.reduce_sum(T.reshape(")
+    assert instructions(own_columns) and "shfl.sync.bfly.b32" not in instructions(own_columns)
+    # the written-out pipeline's sum across threads (the other pipeline's line is not in this kernel)
+    (across,) = [n for n in editor_lines(attention.cell, "T.reduce_sum(sums, denom") if instructions(n)]
+    assert "shfl.sync.bfly.b32" in instructions(across), instructions(across)
     check_round_trip(line_map)
 
 
