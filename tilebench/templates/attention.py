@@ -115,8 +115,9 @@ def row_tile(tile, seq_len, heads, block_M: int, block_N: int, is_causal: bool, 
     vary fastest, then heads, then batches; causal: the longest rows first, and the heads in groups of
     `group` whose rows take turns (the written-out pipeline), so that persistent blocks get row tiles of
     every length (in plain order, 132 blocks over 32 row tiles a head gave each block a quarter of them;
-    either way they measured 8% slower than a block per row tile). Causal row tiles end at the sequence's end, so a partial tile is the cheapest; it starts at row 0 and
-    overlaps the next (both write the same values)."""
+    either way they measured 8% slower than a block per row tile). Causal row tiles end at the sequence's
+    end, so a partial tile is the cheapest; it starts at row 0 and overlaps the next (both write the same
+    values)."""
     m_tiles = T.ceildiv(seq_len, block_M)
     tiles = T.ceildiv(seq_len, block_N)
     if not is_causal:
