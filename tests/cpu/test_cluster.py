@@ -220,19 +220,19 @@ def test_a_task_whose_workers_all_died_is_a_crash_naming_the_last(client, tmp_pa
     client.run_on_scheduler(set_allowed_failures, count=0)  # no retry: the first death fails the task
     try:
         killer = KillAWorker(client)
-        # 8 configs on 2 workers: with fast compiles, records of a 4-config run can all arrive while
-        # no worker is busy, leaving the killer nothing to kill
+        # 16 configs on 2 workers: with fast compiles, the records of a short run can all be seen after
+        # the last task ended (4 configs, and once under load 8), leaving the killer nothing to kill
         result = GEMM.tune(
             1536,
             1536,
             1536,
-            **space(threads=[128]),
+            **space(),
             tune_options={"progress": killer, "store": tmp_path / "records.sqlite", "cluster": client},
         )
     finally:
         client.run_on_scheduler(set_allowed_failures, count=1)
     assert killer.killed, "no record arrived while a worker was busy"
-    assert result.status == "done" and len(result.records) == 8
+    assert result.status == "done" and len(result.records) == 16
     crashed = [r for r in result.records if r.status == "crash"]
     assert crashed and all(killer.killed in r.message and "died while it ran" in r.message for r in crashed)
     assert {r.extra["worker"] for r in crashed} == {killer.killed}
