@@ -118,6 +118,18 @@ def test_the_gemm_cells_sass_lines(gemm):
     assert any("STG" in sass[n - 1] for n in line_map.lines("sass", store))
 
 
+def test_a_cell_whose_lines_moved_maps_its_new_lines(ip, gemm):
+    """The same kernel one line lower in its cell (a comment added above) is compiled again, not loaded
+    from the kernel cache with the old `#line` directives: its GEMM's new line maps to wgmma."""
+    ip.run_cell_magic("tilelang", "A, B -o line_map_gemm_moved", "# one line lower\n" + EAGER_GEMM)
+    moved = ip.user_ns["line_map_gemm_moved"]
+    (gemm_line,) = editor_lines(EAGER_GEMM, "T.gemm(")
+    (moved_line,) = editor_lines(moved.cell, "T.gemm(")
+    assert moved_line == gemm_line + 1
+    check_tensor_core_call(moved, moved.artifacts.line_map_for(moved.cell), moved_line, "wgmma")
+    assert moved.artifacts.cuda_source != gemm.artifacts.cuda_source
+
+
 def test_the_attention_templates_lines(attention):
     """Four wgmma GEMMs (two in one loop iteration) and the reductions of macros in the cell: the row max
     across a row's threads, the row sum in each thread's own columns, then across threads once."""

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import inspect
 import json
 import os
 import shutil
@@ -270,6 +271,7 @@ def guard_disk_cache() -> None:
 
     if getattr(KernelCache, "_tilebench_guarded", False):
         return
+    _wrap(KernelCache, "_generate_key", _key_with_source_lines)
     _wrap(KernelCache, "_load_kernel_from_disk", _guarded_kernel_load)
     _wrap(KernelCache, "_build_kernel", _checked_sources)
     _wrap(KernelCache, "_write_manifest", _sealed_before_publishing)
@@ -302,6 +304,41 @@ def compiled_elsewhere(first_compile: Callable[[], None] | None) -> Iterator[Non
         yield
     finally:
         _STATE.first_compile = saved
+
+
+def _key_with_source_lines(original: Callable, self: Any, func: Any, *args: Any, **kwargs: Any) -> str:
+    """tilelang's key hashes the TIR's text, which has no source lines. With `#line` directives the CUDA
+    carries them, so a cell edited only by moving lines (a comment added above the kernel) loaded its
+    old CUDA and line map, each line off by as many: there the key also hashes every statement's line."""
+    from tilebench.compiler.options import LINE_DIRECTIVES  # options imports the runtime, which imports this
+
+    key = original(self, func, *args, **kwargs)
+    bound = inspect.signature(original).bind_partial(self, func, *args, **kwargs).arguments
+    configs = dict(bound.get("pass_configs") or {})
+    if not any(str(getattr(k, "value", k)) == LINE_DIRECTIVES and v for k, v in configs.items()):
+        return key
+    lines = statement_lines(func)
+    return key if not lines else hashlib.sha256(f"{key} {lines}".encode()).hexdigest()
+
+
+def statement_lines(func: Any) -> str:
+    """The source line of each statement of a PrimFunc (or of an IRModule's functions), in order; "" where
+    tilelang kept no spans."""
+    from tilelang.ir import get_stmt_span
+    from tvm import tirx
+
+    lines: list[str] = []
+
+    def visit(node: Any) -> None:
+        span = get_stmt_span(node) if isinstance(node, tirx.Stmt) else None
+        if span is not None:
+            lines.append(str(span.line))
+
+    functions = func.functions.values() if hasattr(func, "functions") else [func]
+    for function in functions:
+        if hasattr(function, "body"):
+            tirx.stmt_functor.post_order_visit(function.body, visit)
+    return ",".join(lines)
 
 
 def _guarded_kernel_load(original: Callable, self: Any, key: str, *args: Any, **kwargs: Any) -> Any:
