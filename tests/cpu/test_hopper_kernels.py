@@ -231,7 +231,7 @@ def test_persistent_attention_blocks_load_the_next_row_tile_while_they_finish_th
     q_tile = re.search(r"tma_load\(Q_desc, q_full\[0\], \(&\(\(\(half_t\*\)(\w+)\)", source).group(1)
     assert "tma_store(O_desc" in source and f"tma_store(O_desc, (&(((half_t*){q_tile})" not in source
     assert templates.module("attention").attention_fits(dict(CONFIG_128, persistent=132))
-    assert not templates.module("attention").attention_fits(dict(CONFIG_128, persistent=132, is_causal=True))
+    assert templates.module("attention").attention_fits(dict(CONFIG_128, persistent=132, is_causal=True))
 
 
 CONFIG_128 = dict(block_M=128, block_N=128, num_stages=2, threads=256, overlap="intra", epilogue="shared")
@@ -253,6 +253,43 @@ def test_the_written_out_causal_attention_masks_the_scores_after_the_gemm_that_c
         < loop.index("exp2")
     )
     assert "broadcast_var" not in loop[: loop.index("wgmma_ss")]
+
+
+def causal_row_tiles(seq_len: int, heads: int, batch: int, mirrored: bool) -> list[tuple[int, ...]]:
+    """(first row, head, batch, key tiles) of each causal row tile of 128 rows, in row_tile's order."""
+    from tvm.arith import Analyzer
+
+    analyzer, group = Analyzer(), 4 if heads * batch % 4 == 0 else 1
+    count = -(-seq_len // 128) * heads * batch
+    return [
+        tuple(
+            int(analyzer.simplify(v))
+            for v in ATTENTION.row_tile(t, seq_len, heads, 128, 128, True, (group, mirrored))
+        )
+        for t in range(count)
+    ]
+
+
+@pytest.mark.parametrize("seq_len, heads, batch", [(4096, 32, 8), (1000, 3, 2), (2048, 6, 2)])
+def test_persistent_causal_blocks_take_every_row_tile_once_and_stay_abreast(seq_len, heads, batch):
+    """row_tile's causal order is a permutation of the row tiles, mirrored or not; mirrored (every other
+    head group shortest first), 132 persistent blocks stay within one row tile's work of each other after
+    every round, where in plain order they drift eight row tiles apart (and read 90 MB of keys at once)."""
+    for mirrored in (True, False):
+        tiles = causal_row_tiles(seq_len, heads, batch, mirrored)
+        assert len({tile[:3] for tile in tiles}) == len(tiles) == -(-seq_len // 128) * heads * batch
+        assert all(0 <= row0 <= seq_len - min(seq_len, 128) and steps >= 1 for row0, _, _, steps in tiles)
+    if seq_len != 4096:
+        return
+    m_tiles, spread = seq_len // 128, {}
+    for mirrored in (True, False):
+        tiles, work = causal_row_tiles(seq_len, heads, batch, mirrored), [0] * 132
+        spread[mirrored] = 0
+        for start in range(0, len(tiles) - 131, 132):
+            for block in range(132):
+                work[block] += tiles[start + block][3] + 1  # its key tiles, and about one for its output
+            spread[mirrored] = max(spread[mirrored], max(work) - min(work))
+    assert spread[True] <= m_tiles + 1 < 4 * m_tiles < spread[False], spread
 
 
 def test_the_tuner_compiles_every_structure_of_the_templates_in_its_workers():

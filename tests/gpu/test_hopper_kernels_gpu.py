@@ -52,7 +52,7 @@ PERSISTENT = [  # (config, head dim, dtype): 64 row tiles over 16 or 7 blocks, o
 def test_persistent_attention_matches_sdpa_with_row_tiles_left_over(config, dim, name, causal):
     """Persistent blocks loop over the row tiles, the stages and barrier phases running on from one to the
     next: a row tile's output stays its own when the blocks take several each, unevenly, or one. Causal
-    too, though the tuner leaves it out (slower)."""
+    too, in row_tile's mirrored order (the second group of heads shortest rows first)."""
     assert ATTENTION.attention_fits(dict(config, block_N=128, num_stages=2), dim)
     torch.manual_seed(0)
     dtype = getattr(torch, name)

@@ -25,7 +25,9 @@ Structure parameters (compile-time, so each value is its own kernel):
 - `persistent` (written-out pipeline): that many blocks (132: an H100's SMs) stay resident and loop over
   the row tiles; the producer loads the next row tile's Q once the last Q K^T of this one is done, and
   its K and V as stages free up, while the consumers finish this one. 0: a block per row tile. On an
-  H100 it measured 4-6% faster non-causal, 8% slower causal (attention_fits leaves it out there).
+  H100 it measured 4-6% faster non-causal, and 5-7% causal, where row_tile's mirrored order keeps the
+  blocks abreast. Issuing the next row tile's first Q K^T before this one's output is stored measured
+  1% slower non-causal and 20% slower causal.
 A row's sum is kept in parts, one per thread, and added across threads once, at the end: a sum across
 threads in every step measured 3-4% slower on an H100. Only the key tiles crossing the diagonal (causal)
 or the sequence's end are masked, and a causal grid runs its longest rows first.
@@ -110,22 +112,36 @@ def online_softmax(S, row_max, prev_max, rescale, sums, scale):
     T.reduce_sum(T.reshape(S, [block_M, block_N // 8, 8]), sums, dim=1, clear=False)
 
 
-def row_tile(tile, seq_len, heads, block_M: int, block_N: int, is_causal: bool, group: int = 1) -> tuple:
+def row_tile(
+    tile, seq_len, heads, block_M: int, block_N: int, is_causal: bool, order: tuple = (1, False)
+) -> tuple:
     """Row tile `tile` in the grid's order, and its first row, head, batch and number of key tiles. Rows
-    vary fastest, then heads, then batches; causal: the longest rows first, and the heads in groups of
-    `group` whose rows take turns (the written-out pipeline), so that persistent blocks get row tiles of
-    every length (in plain order, 132 blocks over 32 row tiles a head gave each block a quarter of them;
-    either way they measured 8% slower than a block per row tile). Causal row tiles end at the sequence's
-    end, so a partial tile is the cheapest; it starts at row 0 and overlaps the next (both write the same
-    values)."""
+    vary fastest, then heads, then batches. Causal, `order` = (group, mirrored): the heads in groups of
+    `group` whose rows take turns, the longest rows first, or in every other group (`mirrored`: persistent
+    blocks) the shortest, so that a block that took a long row tile in one group takes a short one in the
+    next. Persistent blocks then stay abreast, and the keys of a dozen heads are read at a time, which the
+    L2 cache holds (in plain order their rows drifted apart over some 45 heads, 90 MB of keys and values,
+    and ran 8% slower than a block per row tile). Causal row tiles end at the sequence's end, so a partial
+    tile is the cheapest; it starts at row 0 and overlaps the next (both write the same values)."""
     m_tiles = T.ceildiv(seq_len, block_M)
     tiles = T.ceildiv(seq_len, block_N)
     if not is_causal:
         return tile % m_tiles * block_M, (tile // m_tiles) % heads, tile // (m_tiles * heads), tiles
+    group, mirrored = order
     rank = tile % (m_tiles * group) // group  # 0: the longest row tile
+    if mirrored:
+        rank += tile // (m_tiles * group) % 2 * (m_tiles - 1 - 2 * rank)
     pair = tile // (m_tiles * group) * group + tile % group  # head and batch
     row0 = T.max(0, seq_len - (rank + 1) * block_M)
     return row0, pair % heads, pair // heads, T.min(tiles, T.ceildiv(row0 + block_M, block_N))
+
+
+def fixed(values: tuple) -> tuple:
+    """Each value that is not a constant computed once, into a variable, not in every expression that uses
+    it: the mirrored causal order's arithmetic, repeated in each loop bound and mask, cost the consumers
+    536 bytes of register spills. Constants (non-causal key tiles) stay constants."""
+    constant = lambda value: isinstance(getattr(value, "value", value), int)  # noqa: E731
+    return tuple(value if constant(value) else T.alloc_var(T.int32, init=value) for value in values)
 
 
 def head_group(Q) -> int:
@@ -137,8 +153,8 @@ def head_group(Q) -> int:
 
 
 @T.macro
-def overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, first, grid, count, partial_tile, is_causal, scale, consumers,
-                    pingpong):  # fmt: skip
+def overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, first, grid, count, partial_tile, is_causal, order, scale,
+                    consumers, pingpong):  # fmt: skip
     """The producer's TMA loads and the consumers' pipeline written out, over `count` row tiles (first,
     first + grid, ...): Q K^T of key tile k is issued with P V of tile k - 1, and the softmax of tile k runs
     while P V is still on the tensor cores. Stages and barrier phases run on across row tiles, so the
@@ -153,15 +169,15 @@ def overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, first, grid, count, partial_
     barriers = (q_full, q_empty, k_full, v_full, k_empty, v_empty)
     if T.get_thread_binding() < PRODUCER_THREADS:
         T.dec_max_nreg(24)
-        load_rows(Q, K, V, Q_s, K_s, V_s, barriers, first, grid, count, is_causal)
+        load_rows(Q, K, V, Q_s, K_s, V_s, barriers, first, grid, count, is_causal, order)
     else:
         T.inc_max_nreg(240 if consumers <= 256 else 160)
-        consume_rows(Q, O, Q_s, K_s, V_s, O_s, barriers, first, grid, count, partial_tile, is_causal, scale,
+        consume_rows(Q, O, Q_s, K_s, V_s, O_s, barriers, first, grid, count, partial_tile, is_causal, order, scale,
                      consumers, pingpong)  # fmt: skip
 
 
 @T.macro
-def load_rows(Q, K, V, Q_s, K_s, V_s, barriers, first, grid, count, is_causal):
+def load_rows(Q, K, V, Q_s, K_s, V_s, barriers, first, grid, count, is_causal, order):
     """Producer: each row tile's Q once the last one's Q K^T are done, then each key tile's K and V into a
     stage once the GEMM that last read it is done."""
     q_full, q_empty, k_full, v_full, k_empty, v_empty = barriers
@@ -170,7 +186,7 @@ def load_rows(Q, K, V, Q_s, K_s, V_s, barriers, first, grid, count, is_causal):
     loaded = T.alloc_var(T.int32, init=0)  # key tiles loaded for earlier row tiles
     for t in T.serial(count):
         tile, seq_len, heads = first + t * grid, Q.shape[1], Q.shape[2]
-        row0, by, bz, steps = row_tile(tile, seq_len, heads, block_M, block_N, is_causal, head_group(Q))
+        row0, by, bz, steps = fixed(row_tile(tile, seq_len, heads, block_M, block_N, is_causal, order))
         T.barrier_wait(q_empty[0], (t & 1) ^ 1)
         T.tma_copy(Q[bz, row0 : row0 + block_M, by, :], Q_s, barrier=q_full[0])
         T.barrier_arrive(q_full[0])
@@ -187,8 +203,8 @@ def load_rows(Q, K, V, Q_s, K_s, V_s, barriers, first, grid, count, is_causal):
 
 
 @T.macro
-def consume_rows(Q, O, Q_s, K_s, V_s, O_s, barriers, first, grid, count, partial_tile, is_causal, scale, consumers,
-                 pingpong):  # fmt: skip
+def consume_rows(Q, O, Q_s, K_s, V_s, O_s, barriers, first, grid, count, partial_tile, is_causal, order, scale,
+                 consumers, pingpong):  # fmt: skip
     """Consumers: each row tile's online softmax over its key tiles, the GEMMs of two key tiles in flight."""
     q_full, q_empty, k_full, v_full, k_empty, v_empty = barriers
     stages, block_N, dim = K_s.shape
@@ -200,7 +216,7 @@ def consume_rows(Q, O, Q_s, K_s, V_s, O_s, barriers, first, grid, count, partial
         T.named_barrier_arrive(2, consumers)  # the first consumer warpgroup issues first
     for t in T.serial(count):
         tile = first + t * grid
-        row0, by, bz, steps = row_tile(tile, seq_len, Q.shape[2], block_M, block_N, is_causal, head_group(Q))
+        row0, by, bz, steps = fixed(row_tile(tile, seq_len, Q.shape[2], block_M, block_N, is_causal, order))
         rows = (row0, seq_len, is_causal, partial_tile, scale)
         T.clear(acc)
         T.clear(sums)
@@ -357,7 +373,7 @@ def attention(
             staged = epilogue == "shared"
             O_s = (T.alloc_shared([block_M, dim], dtype) if persistent else Q_s) if staged else None
             overlapped_rows(Q, K, V, O, Q_s, K_s, V_s, O_s, first, grid, T.ceildiv(row_tiles - first, grid),
-                            partial_tile, is_causal, scale, threads,
+                            partial_tile, is_causal, (head_group(Q), persistent > 0), scale, threads,
                             overlap == "pingpong" and threads == 256)  # fmt: skip
     else:
         with T.Kernel(m_tiles, heads, batch, threads=threads) as (block, by, bz):
@@ -385,8 +401,8 @@ def attention_fits(config: dict, dim: int = 128) -> bool:
     within the 227 KiB of shared memory a block may have on sm_90a; `overlap` other than its default only
     when warp-specialized, and "pingpong" only for two consumer warpgroups (else the same kernel twice);
     persistent blocks only for the written-out pipeline; and, causal (`is_causal` in the config), no
-    persistent blocks (measured slower) and no cp.async pipeline of more than one stage: its trip count
-    differs per block, and tilelang 0.1.15 fails to compile it ("Downcast from tirx.Sub to IntImm")."""
+    cp.async pipeline of more than one stage: its trip count differs per block, and tilelang 0.1.15 fails
+    to compile it ("Downcast from tirx.Sub to IntImm")."""
     block_m, block_n, stages = config["block_M"], config["block_N"], config["num_stages"]
     groups = config["threads"] // 128
     specialized, overlap = config.get("warp_specialized", True), config.get("overlap", "intra")
@@ -404,7 +420,7 @@ def attention_fits(config: dict, dim: int = 128) -> bool:
         return False
     written_out = specialized and overlap != "none"
     persistent = config.get("persistent", 0)
-    if persistent and (not written_out or config.get("is_causal")):
+    if persistent and not written_out:
         return False
     staged = stages * 2 * block_n * dim * 2 + block_m * dim * 2
     # the written-out pipeline stages its output in Q's tile, unless its blocks are persistent
