@@ -181,6 +181,17 @@ def timeline(records, total_s: float) -> str:
     )
 
 
+def arrivals(records, total_s: float) -> str:
+    """Each record as `arrived/compile/benchmark` seconds, in the order they arrived: which compiles
+    ended the run, and what the benchmark worker did after them."""
+    created = sorted(r.created for r in records)
+    start = created[-1] - total_s if created else 0.0
+    rows = sorted(records, key=lambda r: r.created)
+    return " ".join(
+        f"{r.created - start:.2f}/{r.compile_s or 0:.2f}/{r.extra.get('bench_s') or 0:.2f}" for r in rows
+    )
+
+
 def reference(a, b):
     """The reference: fp32 matmul, rounded to fp16."""
     return (a.float() @ b.float()).half()
@@ -310,6 +321,7 @@ def main() -> None:
     )
     report.note(f"tilebench cold: statuses {statuses}; best {cold.best_config}; warm resumed {warm.resumed}")
     report.note("tilebench cold, where the time went: " + timeline(cold.records, cold_s))
+    report.note("tilebench cold, records as arrived/compile/benchmark s: " + arrivals(cold.records, cold_s))
     report.note("tilebench cold, fresh process (workers start inside the tune call): " + fresh_note)
     report.note("tilebench cold, fresh process, headers kept by an earlier server: " + kept_note)
 
