@@ -260,7 +260,7 @@ def causal_row_tiles(seq_len: int, heads: int, batch: int, mirrored: bool) -> li
     from tvm.arith import Analyzer
 
     analyzer, group = Analyzer(), 4 if heads * batch % 4 == 0 else 1
-    order_groups = heads * batch // group if mirrored else 0
+    order_groups = heads * batch // group if mirrored else None
     count = -(-seq_len // 128) * heads * batch
     return [
         tuple(

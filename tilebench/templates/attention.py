@@ -26,8 +26,8 @@ Structure parameters (compile-time, so each value is its own kernel):
   the row tiles; the producer loads the next row tile's Q once the last Q K^T of this one is done, and
   its K and V as stages free up, while the consumers finish this one. 0: a block per row tile. On an
   H100 it measured 4-6% faster non-causal, and 8-9% causal, where row_tile's mirrored order keeps the
-  blocks abreast and ends them together. Issuing the next row tile's first Q K^T before this one's output is stored measured
-  1% slower non-causal and 20% slower causal.
+  blocks abreast and ends them together. Issuing the next row tile's first Q K^T before this one's
+  output is stored measured 1% slower non-causal and 20% slower causal.
 A row's sum is kept in parts, one per thread, and added across threads once, at the end: a sum across
 threads in every step measured 3-4% slower on an H100. Only the key tiles crossing the diagonal (causal)
 or the sequence's end are masked, and a causal grid runs its longest rows first.
@@ -113,12 +113,12 @@ def online_softmax(S, row_max, prev_max, rescale, sums, scale):
 
 
 def row_tile(
-    tile, seq_len, heads, block_M: int, block_N: int, is_causal: bool, order: tuple = (1, 0)
+    tile, seq_len, heads, block_M: int, block_N: int, is_causal: bool, order: tuple = (1, None)
 ) -> tuple:
     """Row tile `tile` in the grid's order, and its first row, head, batch and number of key tiles. Rows
     vary fastest, then heads, then batches. Causal, `order` = (group, groups): the heads in groups of
     `group` whose rows take turns, the longest rows first; with persistent blocks (`groups`: how many
-    groups there are, else 0), every other group the shortest first, so that a block that took a long row
+    groups there are, else None), every other group the shortest first, so that a block that took a long row
     tile in one group takes a short one in the next, and the last group the longest first, so that the
     blocks end together (in a simulation 99.9% of the work on each block's share, against 97% mirrored
     from the first group). Persistent blocks then stay abreast, and the keys of a dozen heads are read at
@@ -132,7 +132,7 @@ def row_tile(
         return tile % m_tiles * block_M, (tile // m_tiles) % heads, tile // (m_tiles * heads), tiles
     group, groups = order
     rank = tile % (m_tiles * group) // group  # 0: the longest row tile
-    if groups:
+    if groups is not None:
         rank += (groups - 1 - tile // (m_tiles * group)) % 2 * (m_tiles - 1 - 2 * rank)
     pair = tile // (m_tiles * group) * group + tile % group  # head and batch
     row0 = T.max(0, seq_len - (rank + 1) * block_M)
@@ -150,7 +150,7 @@ def fixed(values: tuple) -> tuple:
 def tile_order(Q, persistent: int) -> tuple:
     """row_tile's causal `order` for these inputs: (heads a group, groups where blocks are persistent)."""
     group = head_group(Q)
-    return group, Q.shape[0] * Q.shape[2] // group if persistent else 0
+    return group, Q.shape[0] * Q.shape[2] // group if persistent else None
 
 
 def head_group(Q) -> int:
