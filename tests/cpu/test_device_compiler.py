@@ -5,6 +5,7 @@ import ctypes
 import json
 import os
 import random
+import re
 import shutil
 import stat
 import time
@@ -174,22 +175,34 @@ def test_a_bad_device_compiler_setting_names_the_variable():
         pass
 
 
-def test_the_packed_device_binary_is_the_same_bytes_in_the_shared_library(tmp_path):
-    blob = bytes(range(256)) * 40 + b"tail"
-    hex_bytes = ",".join(f"0x{b:02x}" for b in blob)
-    text = f"const unsigned char __tvm_ffi__library_bin[{len(blob)}] = {{\n  {hex_bytes}\n}};\n"
-    assert export.blob_of(text) == ("__tvm_ffi__library_bin", blob)
-    assert export.blob_of(text.replace(f"[{len(blob)}]", "[7]")) is None  # a size that disagrees
-    (tmp_path / "devc.bin").write_bytes(blob)
-    (tmp_path / "devc.s").write_text(
-        export.assembly("__tvm_ffi__library_bin", str(tmp_path / "devc.bin"), len(blob))
-    )
-    from tvm.contrib import cc
+def c_array_bytes(c_text: str) -> bytes:
+    """The bytes of the `const unsigned char name[n] = {0x.., ...};` array TVM's packed C text defines."""
+    (size, body), *others = re.findall(r"const unsigned char \w+\[(\d+)\] = \{(.*?)\};", c_text, re.DOTALL)
+    data = bytes(int(item, 16) for item in body.split(",") if item.strip())
+    assert not others and len(data) == int(size)
+    return data
 
-    library = tmp_path / "lib.so"
-    cc.create_shared(str(library), [str(tmp_path / "devc.s")])
-    symbol = (ctypes.c_ubyte * len(blob)).in_dll(ctypes.CDLL(str(library)), "__tvm_ffi__library_bin")
-    assert bytes(symbol) == blob
+
+def test_the_packed_device_binary_is_tvms_c_array_and_the_shared_librarys_symbol(tmp_path, monkeypatch):
+    """A kernel-cache save packs the device modules as the bytes of the array TVM's own C text defines,
+    and the saved library exports them under that array's symbol."""
+    packed = []
+
+    def recording(module):
+        data = packed_bytes(module)
+        packed.append((module, data))
+        return data
+
+    packed_bytes = export.packed_bytes
+    monkeypatch.setattr(export, "packed_bytes", recording)
+    saved = cached_library_of_a_fresh_compile(tmp_path / "cache")
+    ((module, data),) = packed
+    from tvm.runtime import _ffi_api
+
+    assert data == c_array_bytes(_ffi_api.ModulePackImportsToC(module, False, ""))
+    assert int.from_bytes(data[:8], "little") == len(data) - 8  # the length header, then the modules
+    symbol = (ctypes.c_ubyte * len(data)).in_dll(ctypes.CDLL(str(saved)), export.LIBRARY_BLOB)
+    assert bytes(symbol) == data
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++, TVM's own pick")
