@@ -9,13 +9,9 @@ from typing import Any
 import pytest
 from kernels import SM90A, gemm
 
+from tilebench.compiler.cuda_tools import find_cuda_tool
 from tilebench.compiler.runtime import tilelang
-from tilebench.inspect.artifacts import (
-    KernelArtifacts,
-    collect_artifacts,
-    find_cuda_tool,
-    parse_ptxas,
-)
+from tilebench.inspect.artifacts import KernelArtifacts, collect_artifacts, parse_ptxas
 from tilebench.inspect.occupancy import occupancy, over_limits
 
 HAS_PTXAS = find_cuda_tool("ptxas") is not None

@@ -173,7 +173,7 @@ def test_sass_is_preferred_when_both_kernels_have_it(stages):
 
 def test_the_real_sass_mix_counts_what_nvdisasm_printed(stages):
     """With nvdisasm (the test extra's nvidia-cuda-nvdisasm): the kernels' own SASS, code only."""
-    from tilebench.inspect.artifacts import find_cuda_tool
+    from tilebench.compiler.cuda_tools import find_cuda_tool
 
     if find_cuda_tool("nvdisasm") is None:
         pytest.skip("needs nvdisasm (pip install nvidia-cuda-nvdisasm, in the test extra)")

@@ -10,7 +10,7 @@ import pytest
 from compat_programs import PROGRAMS_DIR, load, run_as_cell
 from magic_cells import EAGER_GEMM
 
-from tilebench.inspect.artifacts import find_cuda_tool
+from tilebench.compiler.cuda_tools import find_cuda_tool
 from tilebench.inspect.line_map import LineMap, shown_cuda, source_start
 from tilebench.kernel.tilelang_api import without_line_directives
 from tilebench.lab.templates import TEMPLATES

@@ -15,8 +15,8 @@ import seed_kernels as S
 import torch
 
 import tilebench as tb
+from tilebench.compiler.cuda_tools import find_cuda_tool
 from tilebench.compiler.options import LINE_DIRECTIVES
-from tilebench.inspect.artifacts import find_cuda_tool
 from tilebench.inspect.line_map import MAGIC_LINES, shown_cuda
 from tilebench.inspect.ncu_report import (
     ALL_SAMPLES,

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import tilebench as tb
+from tilebench.compiler.cuda_tools import find_cuda_tool
 from tilebench.compiler.options import LINE_DIRECTIVES
-from tilebench.inspect.artifacts import find_cuda_tool
 from tilebench.inspect.ncu_report import NcuProfile
 from tilebench.magic.result import CellResult
 from tilebench.views.panel import TABS, KernelPanel

@@ -28,19 +28,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import glob
 import math
 import os
 import re
-import shutil
 import subprocess
-import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tilebench.compiler.cuda_tools import find_cuda_tool
 from tilebench.compiler.runtime import tilelang
 from tilebench.compiler.targets import describe_target
 from tilebench.inspect.cubin import CubinInfo, find_cubin, library_path, parse_cubin
@@ -355,22 +353,6 @@ def _apply_cubin(res: Resources, info: CubinInfo, kernel: str | None) -> None:
 
 # ---------------------------------------------------------------------------------------------------
 # CUDA tools: ptxas, nvcc, nvdisasm/cuobjdump
-
-
-def find_cuda_tool(name: str) -> str | None:
-    """A CUDA binary on PATH, else under $CUDA_HOME/bin or /usr/local/cuda/bin, else in NVIDIA's wheels
-    (`pip install nvidia-cuda-nvdisasm` puts nvdisasm in site-packages/nvidia/cu13/bin)."""
-    found = shutil.which(name)
-    if found:
-        return found
-    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    folders = [os.path.join(home, "bin") for home in homes if home]
-    folders += sorted(glob.glob(os.path.join(sysconfig.get_paths()["purelib"], "nvidia", "cu*", "bin")))
-    for folder in folders:
-        candidate = os.path.join(folder, name)
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return None
 
 
 def _run(command: list[str]) -> str:

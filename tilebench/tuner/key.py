@@ -22,7 +22,6 @@ import hashlib
 import inspect
 import itertools
 import re
-import subprocess
 import sysconfig
 import types
 from collections.abc import Iterator, Mapping
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tilebench.compiler.build import is_prim_func
-from tilebench.compiler.environment import prepare_environment
+from tilebench.compiler.cuda_tools import nvcc_version
 from tilebench.compiler.runtime import tilelang
 from tilebench.config import __version__
 from tilebench.kernel.describe import describe_value
@@ -196,23 +195,6 @@ def cuda_driver_version() -> str:
     if found:
         module = found.group(1)
     return f"{api} / {module}"
-
-
-@functools.cache
-def nvcc_version() -> str:
-    """The version of the nvcc tilelang compiles with ("V13.0.88"); "none" when there is none."""
-    from tilebench.inspect.artifacts import find_cuda_tool  # late: loads numpy
-
-    prepare_environment()  # CUDA_HOME as tilelang sees it
-    nvcc = find_cuda_tool("nvcc")
-    if nvcc is None:
-        return NONE
-    try:
-        done = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    found = re.search(r"\bV(\d+(?:\.\d+)+)", done.stdout)
-    return f"V{found.group(1)}" if found else "unknown"
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from tilebench.inspect.artifacts import find_cuda_tool
+from tilebench.compiler.cuda_tools import find_cuda_tool
 from tilebench.inspect.line_map import source_start
 from tilebench.kernel.tilelang_api import without_line_directives
 from tilebench.views.loading import loading_html, style

@@ -11,9 +11,11 @@ import glob
 import multiprocessing
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from tilebench.compiler.cuda_tools import nvcc_version
 from tilebench.workers import server
 from tilebench.workers.bench import shared_worker
 from tilebench.workers.pool import shared_pool
@@ -51,6 +53,8 @@ def start_workers(
     """
 
     server.start(prebuild=prebuild, warm_compile=warm_compile)
+    if prebuild:  # the tuning key names nvcc's version: ask it now, not in the first tune (30 ms)
+        threading.Thread(target=nvcc_version, daemon=True, name="tilebench-nvcc-version").start()
     forking = shared_pool().prestart_in_background() if prestart else None  # forked once the server is up
     workers = _bench_workers(devices)
     for worker in workers:
