@@ -119,6 +119,26 @@ def annotated_fragments(replicated: bool):
     return annotated_fragments
 
 
+def test_requests_are_taken_as_workers_free_up_so_the_first_compiles_while_the_rest_are_made(pool):
+    """A generator's first request compiles while the generator is still making the second (as the tuner
+    elaborates each config when a worker can take it); the outcomes name each request's place."""
+    request_of = [CompileRequest.from_func(scaled_add(2048, 64, 7.25 + i), KWARGS, str(i)) for i in range(2)]
+    before = cached_kernels()
+    first_saved = []
+
+    def slowly_made():
+        yield request_of[0]
+        deadline = time.monotonic() + 60  # taken all at once, the first would not be sent before this ends
+        while cached_kernels() == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first_saved.append(cached_kernels() != before)
+        yield request_of[1]
+
+    outcomes = sorted(pool.submit_many(slowly_made()), key=lambda o: o.index)
+    assert [(o.index, o.status) for o in outcomes] == [(0, "ok"), (1, "ok")]
+    assert first_saved == [True]  # compiled into the cache while the second request was being made
+
+
 def test_annotated_layouts_survive_the_trip_to_a_worker(pool):
     # a worker rebuilds a PrimFunc from TVM's JSON, whose layouts came back with coordinates tilelang no
     # longer recognised: every kernel using T.annotate_layout failed to compile in the tuner

@@ -25,6 +25,7 @@ from tilebench.cluster.tasks import BenchOutcome, CompileResult, bench_task, com
 from tilebench.compiler.environment import prepare_environment
 from tilebench.store import Record
 from tilebench.tuner.dispatch import COMPILE_ONLY, Candidate, Sink, compile_failure, record_of
+from tilebench.tuner.executor import Todo
 
 _POLL_S = 0.2  # how long a wait for finished tasks lasts before stop requests are checked
 _TICK_S = 0.02
@@ -68,7 +69,7 @@ class ClusterExecutor:
     def close(self) -> None:
         """Nothing to release: the client and the "local" cluster serve the next run too."""
 
-    def run(self, candidates: list[Candidate], sink: Sink) -> None:
+    def run(self, candidates: Todo, sink: Sink) -> None:
         """Compile every candidate on the cluster, measure the compiled ones on its GPU workers, and keep
         each record as its task finishes."""
 

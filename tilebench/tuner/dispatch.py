@@ -15,11 +15,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import queue
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from tilebench.compiler.runtime import has_gpu
 from tilebench.store import Record
+from tilebench.tuner.executor import Todo
 from tilebench.tuner.key import machine_parts
 from tilebench.tuner.lanes import LANE_DONE, Lane, MeasureQueue, Work
 from tilebench.workers.pool import START_FAILED, shared_pool
@@ -162,6 +163,22 @@ def compile_failure(config: dict, status: str, message: str, seconds: float | No
     return Record(dict(config), status, message, compile_s=seconds)
 
 
+class _Requests:
+    """The compile requests of `candidates`, each candidate noted in `taken` as the pool takes it; as long
+    as `candidates` says it is (at most)."""
+
+    def __init__(self, candidates: Todo, taken: list[Candidate]) -> None:
+        self.candidates, self.taken = candidates, taken
+
+    def __iter__(self) -> Iterator[Any]:
+        for candidate in self.candidates:
+            self.taken.append(candidate)
+            yield candidate.request
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+
 class LocalExecutor:
     """The compile pool and one benchmark lane per entry of `devices` (none: compile-only)."""
 
@@ -198,8 +215,9 @@ class LocalExecutor:
             seen[device] = seen.get(device, 0) + 1
         return slots
 
-    def run(self, candidates: list[Candidate], sink: Sink) -> None:
-        """Compile every candidate; measure the compiled ones on the lanes; keep each record as it comes."""
+    def run(self, candidates: Todo, sink: Sink) -> None:
+        """Compile every candidate, taking each from `candidates` when a compile worker is free; measure
+        the compiled ones on the lanes; keep each record as it comes."""
 
         done: queue.Queue = queue.Queue()
         work = MeasureQueue(done, measured_record, sink.best_so_far())
@@ -210,11 +228,14 @@ class LocalExecutor:
         for lane in lanes:
             lane.worker.launch()  # from this thread: one respawned by a lane would die with that lane
             lane.start()
-        finished = shared_pool().submit_many([c.request for c in candidates], timeout=self.compile_timeout_s)
+        taken: list[
+            Candidate
+        ] = []  # by the pool's index: candidates are taken (elaborated) as workers free up
+        finished = shared_pool().submit_many(_Requests(candidates, taken), timeout=self.compile_timeout_s)
         running = len(lanes)
         try:
             for outcome in finished:
-                candidate = candidates[outcome.index]
+                candidate = taken[outcome.index]
                 if outcome.status != "ok":
                     sink.keep(
                         candidate,

@@ -6,13 +6,22 @@ executor, tuner/dispatch.py, or the Dask one, tilebench.cluster). Nothing here i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 
 class ExecutorLost(RuntimeError):
     """The executor lost its workers mid-run (a Dask client its scheduler): the run ends "stopped", its
     records kept (re-run to resume)."""
+
+
+class Todo(Protocol):
+    """A batch's candidates (tuner/dispatch.py's Candidates): a list, or the session's stream, which
+    elaborates each as it is taken; its length says how many at most."""
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def __len__(self) -> int: ...
 
 
 class Executor(Protocol):
@@ -23,8 +32,9 @@ class Executor(Protocol):
     def start(self) -> None:
         """Warm the workers up (called from the session's thread, before the first batch)."""
 
-    def run(self, todo: Sequence[Any], sink: Callable[..., None]) -> None:
-        """Compile and measure `todo` (tuner/dispatch.py's Candidates), calling `sink` per outcome."""
+    def run(self, todo: Todo, sink: Callable[..., None]) -> None:
+        """Compile and measure `todo`, taking each candidate as it can start it, calling `sink` per
+        outcome."""
 
     def close(self) -> None:
         """Release what `start` and `run` took."""

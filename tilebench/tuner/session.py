@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tilebench.compiler.targets import describe_target, resolve_target
@@ -172,23 +173,54 @@ class TuneSession:
         return known
 
     def _evaluate(self, batch: list[dict], run: _Run) -> list[Record]:
-        """Records for a batch of configs: stored ones reused, the rest elaborated, compiled, benchmarked."""
+        """Records for a batch of configs: stored ones reused, the rest elaborated, compiled, benchmarked.
+        The executor takes each candidate when it can start compiling it, so the first compiles while the
+        rest elaborate."""
         sink = _BatchSink(self, run)
-        todo: list[Candidate] = []
-        for index, config in enumerate(batch):
-            stored = run.known.get(config_hash(config))
-            if stored is not None:
-                self.resumed += 1
-                sink.outcomes[index] = run.recorder.keep(stored, run.observers, store=False)
-                continue
-            candidate = self.candidates.elaborate(index, config)
-            if isinstance(candidate, Record):
-                sink.outcomes[index] = run.recorder.keep(candidate, run.observers)
-            else:
-                todo.append(candidate)
-        if todo:
+        todo = _Stream(self, run, sink, batch)
+        if todo.peek():  # none to compile where every config is stored or refused
             self.executor.run(todo, sink)
         return [sink.outcomes[i] for i in sorted(sink.outcomes)]
+
+
+class _Stream:
+    """A batch's candidates, each elaborated when taken; records of configs that are stored (reused) or
+    that elaboration refuses are kept on the way. Its length is the number of configs not taken yet: at
+    most that many candidates come."""
+
+    def __init__(self, session: TuneSession, run: _Run, sink: _BatchSink, batch: list[dict]) -> None:
+        self.session, self.run, self.sink = session, run, sink
+        self.configs = deque(enumerate(batch))
+        self.ahead: Candidate | None = None
+
+    def peek(self) -> bool:
+        """Whether a candidate is left (elaborating configs until one is)."""
+        if self.ahead is None:
+            self.ahead = self._next()
+        return self.ahead is not None
+
+    def __iter__(self) -> Iterator[Candidate]:
+        while self.peek():
+            candidate, self.ahead = self.ahead, None
+            yield candidate  # type: ignore[misc]
+
+    def __len__(self) -> int:
+        return len(self.configs) + (self.ahead is not None)
+
+    def _next(self) -> Candidate | None:
+        session, run = self.session, self.run
+        while self.configs:
+            index, config = self.configs.popleft()
+            stored = run.known.get(config_hash(config))
+            if stored is not None:
+                session.resumed += 1
+                self.sink.outcomes[index] = run.recorder.keep(stored, run.observers, store=False)
+                continue
+            candidate = session.candidates.elaborate(index, config)
+            if not isinstance(candidate, Record):
+                return candidate
+            self.sink.outcomes[index] = run.recorder.keep(candidate, run.observers)
+        return None
 
 
 class _BatchSink:

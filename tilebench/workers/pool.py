@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from typing import TYPE_CHECKING
@@ -59,7 +59,45 @@ _NICENESS = 5  # added to a compile worker's nice value
 _JOIN_S = 5.0
 
 
-_Pending = deque[tuple[int, CompileRequest]]  # (index in the caller's list, request)
+class _Pending:
+    """The requests not sent yet, (index in the caller's iterable, request): those put back first, then the
+    caller's, taken from it one at a time as workers free up (a caller that makes each request on demand
+    has the first compiling while it makes the rest). `len` counts those left where the iterable has a
+    length (at most that many requests), else counts one more while it may give more; it takes none."""
+
+    def __init__(self, requests: Iterable[CompileRequest]) -> None:
+        self._back: deque[tuple[int, CompileRequest]] = deque()
+        self._source = enumerate(requests)
+        self._size: int | None = len(requests) if isinstance(requests, Sized) else None
+        self._taken = 0
+        self._ended = False
+
+    def _take(self) -> bool:
+        item = None if self._ended else next(self._source, None)
+        if item is None:
+            self._ended = True
+            return False
+        self._taken += 1
+        self._back.append(item)
+        return True
+
+    def popleft(self) -> tuple[int, CompileRequest]:
+        if not self._back and not self._take():
+            raise IndexError("no request is left")
+        return self._back.popleft()
+
+    def appendleft(self, item: tuple[int, CompileRequest]) -> None:
+        self._back.appendleft(item)
+
+    def __bool__(self) -> bool:
+        return bool(self._back) or self._take()
+
+    def __len__(self) -> int:
+        if self._ended:
+            return len(self._back)
+        if self._size is not None:
+            return len(self._back) + max(0, self._size - self._taken)
+        return len(self._back) + 1
 
 
 def script_hint(exitcode: int | None) -> str:
@@ -136,7 +174,8 @@ class CompilePool:
     def submit_many(
         self, requests: Iterable[CompileRequest], timeout: float | None = None
     ) -> Iterator[CompileOutcome]:
-        """Compile all requests, yielding each outcome as it finishes (in completion order)."""
+        """Compile all requests, yielding each outcome as it finishes (in completion order). Requests are
+        taken from the iterable as workers free up: a generator may make each one on demand."""
         if self._owner == threading.get_ident():
             raise RuntimeError("CompilePool.submit_many was called again while this thread iterates over it")
         limit = self.timeout if timeout is None else timeout
@@ -144,7 +183,7 @@ class CompilePool:
             # the workers would compile without it: other code, or nvcc failing on what it adds
             yield from _compile_here(requests)
             return
-        pending = deque(enumerate(requests))
+        pending = _Pending(requests)
         with self._lock:
             self._owner = threading.get_ident()
             try:
