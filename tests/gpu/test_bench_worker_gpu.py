@@ -104,13 +104,18 @@ def test_early_stop_times_in_full_only_near_the_best(worker):
 def test_two_steps_check_and_estimate_then_time_in_full(worker):
     from tilebench.measure.job import join_steps
 
-    quick, full = good_job(full_if_within=1.5, quick_rep_ms=5).steps()
+    # a kernel no other test loads in this worker: the first step loads it from the disk cache
+    fresh = job(affine(N // 2), ref=lambda a: a * 2 + 1, rep_ms=20, full_if_within=1.5, quick_rep_ms=5)
+    quick, full = fresh.steps()
     estimated = worker.run(quick, timeout=120)
     assert estimated.status == "ok" and not estimated.full and estimated.quick_ms > 0, estimated
     assert estimated.max_abs_error == 0  # checked in the first step
     timed = worker.run(full, timeout=120)
     assert timed.status == "ok" and timed.full and timed.quick_ms is None and timed.max_abs_error is None
     assert timed.n > estimated.n  # 20 ms of calls, not 5
+    # the estimate's samples count toward the full timing, whose kernel was still loaded from the first step
+    assert timed.min_ms <= estimated.min_ms and timed.max_ms >= estimated.max_ms
+    assert timed.phases["load"] < 0.005 < estimated.phases["load"], (timed.phases, estimated.phases)
     joined = join_steps(estimated, timed)
     assert joined.full and joined.median_ms == timed.median_ms and joined.quick_ms == estimated.quick_ms
     assert joined.max_abs_error == 0

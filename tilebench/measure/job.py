@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import re
 import statistics
@@ -45,11 +46,17 @@ _STICKY = re.compile(
     re.IGNORECASE,
 )
 _REF_CACHE_SIZE = 4
+# kernels kept loaded, and quick estimates' samples kept: a config's full timing follows its quick estimate
+# once the configs compiled meanwhile are estimated too
+_LOADED_SIZE = 16
+_QUICK_KEPT = 64
 _WARM_GPU_S = 0.5  # a GPU that timed a kernel this recently still runs at its working clocks
 _WARM_KERNEL_MS = 5.0  # ... so a kernel's own warmup (first launches, caches) is this much at most
 _last_timed: list[float] = []  # worker-process state: when this process last finished timing
 _inputs_cache: dict[tuple, list[Any]] = {}  # worker-process state: at most one entry
 _ref_cache: dict[tuple, list[Any]] = {}
+_loaded: dict[tuple, tuple[Any, Any]] = {}  # worker-process state: (kernel, PrimFunc) by _load_key
+_quick_samples: dict[tuple, list[float]] = {}  # a quick estimate's samples, which its full timing counts
 
 
 def classify_error(text: str) -> Status:
@@ -251,13 +258,24 @@ class BenchJob:
         ref, args = cloudpickle.loads(self.ref), _clone(inputs)
         return summarize(event_times(lambda: ref(*args), device, self.warmup_ms, self.rep_ms))
 
+    @functools.cached_property
+    def _load_key(self) -> tuple:
+        digest = hashlib.sha256(self.tir_json.encode()).hexdigest()
+        return (digest, repr(self.compile_kwargs), self.device_index)
+
     def _load(self) -> tuple[Any, Any]:
-
+        """The kernel and its PrimFunc, from the disk cache or, loaded by a job moments ago, from memory."""
+        key = self._load_key
+        if key in _loaded:
+            return _loaded[key]
         tl = tilelang()
-
         func = tir_json.load(self.tir_json)
         # deepcopy: a disk-cache load rewrites out_idx in place ([-1] -> [2]), changing later cache keys.
-        return tl.compile(func, **copy.deepcopy(self.compile_kwargs)), func
+        loaded = tl.compile(func, **copy.deepcopy(self.compile_kwargs)), func
+        while len(_loaded) >= _LOADED_SIZE:
+            del _loaded[next(iter(_loaded))]
+        _loaded[key] = loaded
+        return loaded
 
     def _input_spec(self, kernel: Any, func: Any) -> tuple[tuple[tuple[int, ...], str], ...]:
         if self.inputs is not None:
@@ -356,12 +374,19 @@ class BenchJob:
     def _time_with_events(self, fn: Callable[[], Any], device: Any, check: BenchResult) -> BenchResult:
         quick = None
         warmup_ms = self._warmup_ms()
-        if self.step == "quick" or (
+        earlier = _quick_samples.pop(self._load_key, None) if self.step == "full" else None
+        if earlier:  # this config's quick estimate ran here: its samples count toward the full timing
+            times = earlier + event_times(fn, device, warmup_ms, max(self.rep_ms - self.quick_rep_ms, 0.0))
+        elif self.step == "quick" or (
             self.step == "all" and self.full_if_within is not None and self.quick_rep_ms
         ):
             times = event_times(fn, device, warmup_ms, self.quick_rep_ms)
             quick = statistics.median(times)
             best = self.best_so_far_ms
+            if self.step == "quick":
+                while len(_quick_samples) >= _QUICK_KEPT:
+                    del _quick_samples[next(iter(_quick_samples))]
+                _quick_samples[self._load_key] = times
             if self.step == "quick" or (best is not None and quick > self.full_if_within * best):
                 return self._stats(times, check, quick, full=False)
             rest = self.rep_ms - self.quick_rep_ms  # the quick samples count toward the full timing
