@@ -49,6 +49,23 @@ class TwoStepJob:
         return Measurement("ok", median_ms=self.full_ms, n=100, full=True, phases={"time": 0.1})
 
 
+@dataclasses.dataclass
+class LoggedJob(TwoStepJob):
+    """A TwoStepJob that notes each step it runs, its preparing step too, in the file `log`."""
+
+    log: str = ""
+
+    def preparing(self):
+        return dataclasses.replace(self, step="prepare")
+
+    def __call__(self) -> Measurement:
+        with open(self.log, "a") as log:
+            log.write(f"{self.step} {self.label}\n")
+        if self.step == "prepare":
+            return Measurement("skipped", "prepared")
+        return super().__call__()
+
+
 def work(index: int, estimate: float) -> Work:
     candidate = Candidate(index, {"i": index}, None)
     quick = Measurement("ok", median_ms=estimate, quick_ms=estimate)
@@ -170,6 +187,38 @@ def test_a_stop_keeps_what_was_measured_whole_and_ends_the_lanes():
     # timed in full, or kept with the estimate it had when the stop came
     assert all(r.extra["full"] or r.median_ms == r.extra["quick_ms"] for r in records)
     assert not [t for t in threading.enumerate() if t.name.startswith("tilebench-lane")]
+
+
+def test_an_idle_lane_prepares_once_and_only_while_no_config_waits():
+    done: queue.Queue = queue.Queue()
+    lanes = MeasureQueue(done, lambda w, result: None, {})
+    lanes.prepare("preparing job")
+    lanes.put(work(0, 1.0))
+    assert lanes.take("Test GPU", prepared=False)[0] == "measure"  # a config waits: no need to prepare
+    assert lanes.take("Test GPU", prepared=False) == ("prepare", "preparing job")
+    lanes.close()
+    assert lanes.take("Test GPU", prepared=True) is None
+    lanes.stop()
+    assert lanes.take("Test GPU", prepared=False) is None  # nothing after a stop
+
+
+def test_the_worker_prepares_while_the_first_config_compiles(tmp_path):
+    """The lane runs the first config's preparing job (inputs, reference) in its worker before any config
+    of the batch is measured there, once."""
+    log = tmp_path / "steps.log"
+
+    class Logged(Jobs):
+        def bench_job(self, candidate):
+            job = super().bench_job(candidate)
+            return LoggedJob(**dataclasses.asdict(job), log=str(log))
+
+    executor = LocalExecutor([0], 2, 300.0, 60.0, gpus=["Test GPU"])
+    executor.start()
+    sink = Logged([1.0, 3.0, 1.1])
+    executor.run(candidates(3), sink)
+    steps = log.read_text().split()[::2]
+    assert steps[0] == "prepare" and steps.count("prepare") == 1, steps
+    assert steps.count("quick") == 3 and sorted(sink.records) == [0, 1, 2]
 
 
 def test_compiled_outcome_fields_reach_the_record():

@@ -135,6 +135,22 @@ def test_the_reference_runs_once_per_input_signature(worker, tmp_path):
     assert calls.read_text() == "x"
 
 
+def test_a_preparing_job_makes_the_inputs_and_reference_the_configs_then_use(worker, tmp_path):
+    calls = tmp_path / "ref-calls"
+
+    def ref(a):
+        with open(calls, "a") as f:
+            f.write("x")
+        return a * 2 + 1
+
+    config = job(affine(N // 4), ref=ref, seed=11, rep_ms=5)  # inputs and a seed no other test uses
+    prepared = worker.run(config.preparing(), timeout=120)
+    assert (prepared.status, prepared.message) == ("skipped", "prepared") and calls.read_text() == "x"
+    result = worker.run(config, timeout=120)
+    assert result.status == "ok" and result.max_abs_error == 0, result.message
+    assert calls.read_text() == "x"  # the reference's outputs were kept from the preparing job
+
+
 def test_a_wrong_result_is_a_mismatch_and_is_not_timed(worker):
     result = worker.run(job(affine(), ref=lambda a: a * 3), timeout=120)
     assert result.status == "mismatch" and "differ beyond" in result.message

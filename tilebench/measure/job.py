@@ -26,7 +26,7 @@ from tilebench.compiler.schema import param_specs
 from tilebench.measure.check import compare
 from tilebench.measure.inputs import SUPPLY_TYPES, InputParam, output_tensors, supply, torch_dtype
 from tilebench.measure.result import Measurement, Status
-from tilebench.measure.timer import TIMING_BACKENDS, event_times, summarize
+from tilebench.measure.timer import TIMING_BACKENDS, event_times, summarize, warm_up_timer
 
 BenchResult = Measurement
 
@@ -144,7 +144,7 @@ class BenchJob:
     supply_prog: bytes | None = None  # cloudpickled supply_prog(params) -> input tensors
     input_values: list[Any] | None = None  # the caller's own inputs (CPU tensors, scalars), used as given
     time_ref: bool = False  # also time the reference on the same inputs (Measurement.ref_ms)
-    step: Literal["all", "quick", "full"] = "all"
+    step: Literal["all", "quick", "full", "prepare"] = "all"
 
     def __post_init__(self) -> None:
         if self.timing_backend not in TIMING_BACKENDS:
@@ -154,6 +154,11 @@ class BenchJob:
             raise ValueError("supply_type 'zero' is refused: zero inputs pass kernels that compute nothing")
         if self.supply_type not in SUPPLY_TYPES:
             raise ValueError(f"supply_type {self.supply_type!r} is not one of {', '.join(SUPPLY_TYPES)}")
+
+    def preparing(self) -> BenchJob:
+        """The job that makes this one's inputs and reference outputs in the worker (kept there for the
+        configs that follow) and warms its timer: for while the first config compiles."""
+        return dataclasses.replace(self, step="prepare")
 
     def steps(self) -> tuple[BenchJob, BenchJob] | None:
         """The check with the quick estimate, and the full timing, as two jobs; None where there is no
@@ -201,6 +206,8 @@ class BenchJob:
             return BenchResult("skipped", f"no CUDA device {self.device_index} in the bench worker")
         device = torch.device("cuda", self.device_index)
         torch.cuda.set_device(device)
+        if self.step == "prepare":
+            return self._prepare(device)
         started = time.perf_counter()
         try:
             kernel, func = self._load()
@@ -210,7 +217,7 @@ class BenchJob:
             if self.input_values is not None:
                 inputs = [v.to(device) if hasattr(v, "to") else v for v in self.input_values]
             else:
-                inputs = self._inputs(self._input_spec(kernel, func), device)
+                inputs = self._inputs(self._input_spec(func, tuple(kernel.out_idx or ())), device)
         except Exception as exc:
             return _failure("skipped", "no inputs: ", exc)
         checking = self.ref is not None and not self.skip_check and self.step != "full"
@@ -251,6 +258,24 @@ class BenchJob:
                 timed.message = f"the reference could not be timed: {readable_error(exc)}"
         return timed
 
+    def _prepare(self, device: Any) -> BenchResult:
+        """Step "prepare": make (and keep) the inputs and the reference's outputs, warm the timer."""
+        started = time.perf_counter()
+        try:
+            if self.input_values is None:
+                func = tir_json.load(self.tir_json)
+                out_idx = self.compile_kwargs.get("out_idx")
+                outputs = (
+                    (out_idx,) if isinstance(out_idx, int) else None if out_idx is None else tuple(out_idx)
+                )
+                inputs = self._inputs(self._input_spec(func, outputs), device)
+                if self.ref is not None and not self.skip_check:
+                    self._reference(inputs)
+            warm_up_timer(device)
+        except Exception as exc:  # the config's own job meets it again, and reports it
+            return _failure("skipped", "preparing: ", exc)
+        return BenchResult("skipped", "prepared", phases={"prepare": time.perf_counter() - started})
+
     def _time_ref(self, inputs: list[Any], device: Any) -> float:
         import cloudpickle
 
@@ -277,7 +302,9 @@ class BenchJob:
         _loaded[key] = loaded
         return loaded
 
-    def _input_spec(self, kernel: Any, func: Any) -> tuple[tuple[tuple[int, ...], str], ...]:
+    def _input_spec(
+        self, func: Any, out_idx: tuple[int, ...] | None
+    ) -> tuple[tuple[tuple[int, ...], str], ...]:
         if self.inputs is not None:
             return tuple(
                 (tuple(int(d) for d in shape), str(dtype).removeprefix("torch."))
@@ -285,7 +312,7 @@ class BenchJob:
             )
 
         spec = []
-        for param in param_specs(func, tuple(kernel.out_idx or ())):
+        for param in param_specs(func, out_idx):
             if param.is_output:
                 continue
             if param.kind != "tensor" or not all(isinstance(d, int) for d in param.shape):

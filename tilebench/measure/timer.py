@@ -112,6 +112,15 @@ def sleep_cycles_per_ms(device: Any) -> float:
     return _sleep_cycles_per_ms[device.index]
 
 
+def warm_up_timer(device: Any) -> None:
+    """Pay the timer's first-use costs on `device` now (the flush buffer, the spin kernel's calibration,
+    events, the kernels' first loads), so that the first timed config does not."""
+    import torch
+
+    scratch = torch.zeros(1, device=device)
+    interleaved_times([lambda: scratch.add_(1)], device, 0.0, 0.0, n_warmup=1, n_repeat=2)
+
+
 def event_times(
     fn: Callable[[], Any],
     device: Any,
@@ -144,7 +153,8 @@ def interleaved_times(
     if device.index not in _flush:
         _flush[device.index] = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device=device)
     flush = _flush[device.index]
-    for fn in fns:
+    for fn in fns:  # one untimed turn: a first flush or call (loading its module) would swell the estimate
+        flush.zero_()
         fn()
     torch.cuda.synchronize(device)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import queue
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from tilebench.compiler.runtime import has_gpu
@@ -164,19 +164,35 @@ def compile_failure(config: dict, status: str, message: str, seconds: float | No
 
 
 class _Requests:
-    """The compile requests of `candidates`, each candidate noted in `taken` as the pool takes it; as long
-    as `candidates` says it is (at most)."""
+    """The compile requests of `candidates`, each candidate noted in `taken` as the pool takes it (the
+    first also handed to `first`); as long as `candidates` says it is (at most)."""
 
-    def __init__(self, candidates: Todo, taken: list[Candidate]) -> None:
-        self.candidates, self.taken = candidates, taken
+    def __init__(self, candidates: Todo, taken: list[Candidate], first: Callable[[Candidate], None]) -> None:
+        self.candidates, self.taken, self.first = candidates, taken, first
 
     def __iter__(self) -> Iterator[Any]:
         for candidate in self.candidates:
+            if not self.taken:
+                self.first(candidate)
             self.taken.append(candidate)
             yield candidate.request
 
     def __len__(self) -> int:
         return len(self.candidates)
+
+
+def _preparing(sink: Sink, work: MeasureQueue) -> Callable[[Candidate], None]:
+    """What has the lanes, idle while the first config compiles, make its inputs and reference outputs."""
+
+    def prepare(first: Candidate) -> None:
+        try:
+            job = sink.bench_job(first)
+        except Exception:  # noqa: BLE001 - raised again where the compiled config's job is made
+            return
+        if hasattr(job, "preparing"):
+            work.prepare(job.preparing())
+
+    return prepare
 
 
 class LocalExecutor:
@@ -228,10 +244,9 @@ class LocalExecutor:
         for lane in lanes:
             lane.worker.launch()  # from this thread: one respawned by a lane would die with that lane
             lane.start()
-        taken: list[
-            Candidate
-        ] = []  # by the pool's index: candidates are taken (elaborated) as workers free up
-        finished = shared_pool().submit_many(_Requests(candidates, taken), timeout=self.compile_timeout_s)
+        taken: list[Candidate] = []  # by the pool's index: each is elaborated as a worker can take it
+        first = _preparing(sink, work) if lanes else lambda candidate: None
+        finished = shared_pool().submit_many(_Requests(candidates, taken, first), self.compile_timeout_s)
         running = len(lanes)
         try:
             for outcome in finished:

@@ -12,6 +12,7 @@ Lanes only measure: each final record goes on `done` for the calling thread to k
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
 import threading
@@ -56,6 +57,7 @@ class MeasureQueue:
         self.done, self.record_of = done, record_of
         self.best = dict(best)
         self._fresh: deque[Work] = deque()
+        self._preparing: Any = None  # a BenchJob's `preparing()` job, for lanes idle before the first config
         self._contenders: dict[str | None, list[Work]] = {}
         self._closed = self._stopped = False
         self._changed = threading.Condition()
@@ -64,6 +66,13 @@ class MeasureQueue:
         with self._changed:
             self._fresh.append(work)
             self._changed.notify()
+
+    def prepare(self, job: Any) -> None:
+        """Have each lane that is idle run `job` (a BenchJob in step "prepare") once, before its first
+        config: the inputs and reference are made while the configs compile."""
+        with self._changed:
+            self._preparing = job
+            self._changed.notify_all()
 
     def close(self) -> None:
         """No more fresh work comes: lanes end once the contenders are timed."""
@@ -102,12 +111,15 @@ class MeasureQueue:
         for done in final:
             self.done.put((done.candidate, self.record_of(done, done.quick)))
 
-    def take(self, gpu: str | None) -> tuple[str, Work] | None:
-        """The next work for a lane on `gpu`: ("measure", work) or ("full", contender); None: none left."""
+    def take(self, gpu: str | None, prepared: bool = True) -> tuple[str, Any] | None:
+        """The next work for a lane on `gpu`: ("measure", work), ("full", contender) or, for a lane not
+        `prepared` while no config waits, ("prepare", job); None: none left."""
         with self._changed:
             while True:
                 if self._fresh:
                     return "measure", self._fresh.popleft()
+                if not prepared and self._preparing is not None and not self._stopped:
+                    return "prepare", self._preparing
                 contenders = self._contenders.get(gpu)
                 if contenders:
                     fastest = min(contenders, key=lambda w: w.estimate)
@@ -142,11 +154,16 @@ class Lane(threading.Thread):
         self.aborted = threading.Event()
 
     def run(self) -> None:
+        prepared = False
         try:
-            while (item := self.work.take(self.gpu)) is not None:
+            while (item := self.work.take(self.gpu, prepared)) is not None:
                 if self.aborted.is_set():
                     continue
                 step, work = item
+                if step == "prepare":
+                    prepared = True
+                    self._prepare(work)
+                    continue
                 try:
                     outcome = self._measure(work) if step == "measure" else self._time_in_full(work)
                 except Exception as exc:  # noqa: BLE001 - handed to the calling thread, which raises it
@@ -155,6 +172,11 @@ class Lane(threading.Thread):
                     self.done.put((work.candidate, outcome))
         finally:
             self.done.put(LANE_DONE)
+
+    def _prepare(self, job: Any) -> None:
+        """Run a preparing job in this lane's worker; what it finds wrong, the configs' jobs report."""
+        with contextlib.suppress(Exception):
+            self.worker.run(dataclasses.replace(job, device_index=self.device), self.timeout_s)
 
     def _measure(self, work: Work) -> Any:
         """The record of a fresh config, or None when it waits for a full timing."""
