@@ -6,6 +6,9 @@ is compiled; then the full timing, only while the estimate is within k x the bes
 model. Lanes take estimates first and full timings when no estimate waits, the fastest contender first:
 a config measured early is not timed in full once a faster one is known. (16 configs of a 4096^3 GEMM,
 timed in the order they compiled: 9 full timings when each was decided on arrival, 1-2 this way.)
+Before its first config, a lane idle while the batch compiles runs the first config's preparing job
+(BenchJob.preparing: inputs, reference outputs, the timer's first use), which the first config measured
+would otherwise pay for (0.3-0.5 s on an H100 while the other configs' compiles wait in line).
 
 Lanes only measure: each final record goes on `done` for the calling thread to keep.
 """
