@@ -82,6 +82,11 @@ def test_a_local_cluster_with_one_gpu_worker_finds_the_local_best(store):
 
 
 def test_two_benchmark_workers_on_one_gpu_share_the_configs(store):
+    from tilebench.workers.warm import start_workers
+
+    # both workers ready first: a lane whose worker still starts spends the tune preparing, while the
+    # other measures every config
+    assert start_workers([0, 0], wait=True)
     result = tune(store, devices=[0, 0])
     assert [r.status for r in result.records] == ["ok"] * 16, [r.message for r in result.records]
     assert {r.device for r in result.records} == {0}
