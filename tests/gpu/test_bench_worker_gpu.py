@@ -121,29 +121,29 @@ def test_two_steps_check_and_estimate_then_time_in_full(worker):
     assert joined.max_abs_error == 0
 
 
-def test_the_reference_runs_once_per_input_signature(worker, tmp_path):
-    calls = tmp_path / "ref-calls"
+def counted_reference(calls):
+    """The affine kernel's reference, writing an x to the file `calls` each time it runs."""
 
     def ref(a):
         with open(calls, "a") as f:
             f.write("x")
         return a * 2 + 1
 
+    return ref
+
+
+def test_the_reference_runs_once_per_input_signature(worker, tmp_path):
+    ref = counted_reference(tmp_path / "ref-calls")
     for _ in range(2):
         result = worker.run(job(affine(), ref=ref, seed=7, rep_ms=5), timeout=120)
         assert result.status == "ok", result.message
-    assert calls.read_text() == "x"
+    assert (tmp_path / "ref-calls").read_text() == "x"
 
 
 def test_a_preparing_job_makes_the_inputs_and_reference_the_configs_then_use(worker, tmp_path):
     calls = tmp_path / "ref-calls"
-
-    def ref(a):
-        with open(calls, "a") as f:
-            f.write("x")
-        return a * 2 + 1
-
-    config = job(affine(N // 4), ref=ref, seed=11, rep_ms=5)  # inputs and a seed no other test uses
+    # inputs and a seed no other test uses
+    config = job(affine(N // 4), ref=counted_reference(calls), seed=11, rep_ms=5)
     prepared = worker.run(config.preparing(), timeout=120)
     assert (prepared.status, prepared.message) == ("skipped", "prepared") and calls.read_text() == "x"
     result = worker.run(config, timeout=120)
