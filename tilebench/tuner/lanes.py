@@ -163,8 +163,8 @@ class Lane(threading.Thread):
                 if self.aborted.is_set():
                     continue
                 step, work = item
+                prepared = True  # by this job, or by the config's own (it makes what it needs)
                 if step == "prepare":
-                    prepared = True
                     self._prepare(work)
                     continue
                 try:
