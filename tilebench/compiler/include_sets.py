@@ -201,17 +201,20 @@ def gemm_include_set() -> tuple[str | None, list[str]]:
 
 def prebuild(make: bool = True, guess: Guess | None = None) -> bool:
     """In the compile server, before it forks: load the kept PCH of the include set compiled most recently
-    with this cache (RECENT_FILE). With `make` (no compile is waiting yet), make one when there is none:
-    of the recent include set, else of a tensor-core GEMM's for this machine's GPU; kept for later servers
-    where addresses are fixed, else for this server's workers only. `guess` (speculate's child) is waited
-    for where it guessed right, and its PCH loaded. Off with TILEBENCH_PREBUILD_HEADERS=0; True
+    with this cache (RECENT_FILE), else of tilelang's Hopper head on an sm_90a GPU (named without lowering
+    anything: the server's workers wait for this). With `make` (no compile is waiting yet), make one when
+    there is none: of that include set, else of a tensor-core GEMM's for this machine's GPU; kept for later
+    servers where addresses are fixed, else for this server's workers only. `guess` (speculate's child)
+    is waited for where it guessed right, and its PCH loaded. Off with TILEBENCH_PREBUILD_HEADERS=0; True
     when the workers forked from here will have a PCH."""
 
     head, options = None, []
     try:
         if not settings.prebuild_headers or settings.device_compiler == "nvcc" or not usable():
             return False
-        head, options = recent()
+        # not a GEMM lowered to read its head: 0.4-0.6 s after tilelang's import, which the first compiles
+        # of a script's tune just after `import tilebench` waited for on an H100 host
+        head, options = guessed_include_set()
         if head is None and make:
             head, options = gemm_include_set()
     finally:
