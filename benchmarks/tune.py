@@ -167,10 +167,12 @@ def timeline(records, total_s: float) -> str:
     for record in records:
         for name, seconds in (record.extra.get("compile_phases") or {}).items():
             compiling[name] = compiling.get(name, 0.0) + seconds / len(records)
+    sent = [r.extra.get("compile_sent_s") or 0.0 for r in records if r.compile_s is not None]
     uses = [r.extra.get("headers") or "unknown" for r in records if r.compile_s is not None]
     headers = ", ".join(f"{use} {uses.count(use)}" for use in sorted(set(uses)))
     return (
         f"first record at {created[0] - start:.1f} s, last at {created[-1] - start:.1f} s of {total_s:.1f} s; "
+        f"compiles sent {min(sent, default=0):.2f}-{max(sent, default=0):.2f} s into the compile pool's call; "
         f"compile max {max(compile_s, default=0):.1f} s (mean {sum(compile_s) / max(len(compile_s), 1):.1f}; "
         f"headers: {headers or '-'}; a compile's mean phases: "
         + ", ".join(f"{name} {seconds:.2f}" for name, seconds in compiling.items())

@@ -137,6 +137,9 @@ def test_requests_are_taken_as_workers_free_up_so_the_first_compiles_while_the_r
     outcomes = sorted(pool.submit_many(slowly_made()), key=lambda o: o.index)
     assert [(o.index, o.status) for o in outcomes] == [(0, "ok"), (1, "ok")]
     assert first_saved == [True]  # compiled into the cache while the second request was being made
+    # each outcome says when, into the call, a worker took it: the second once the first was compiled
+    first, second = outcomes
+    assert 0 <= first.sent < first.sent + 0.5 * first.seconds < second.sent
 
 
 def test_annotated_layouts_survive_the_trip_to_a_worker(pool):

@@ -47,11 +47,13 @@ def test_compile_only_tuning_records_every_config(tmp_path):
 def test_each_compiled_record_says_how_its_compile_met_the_cuda_headers(tmp_path):
     # a size no earlier run compiled, in the device code (a bounds check): no binary-cache hit
     n = 512 * (1 + time.time_ns() % 10**6) + 1
+    started = time.monotonic()
     result = S.vector_add.tune(
         n,
         block_N=tb.tune([256, 512]),
         tune_options={"store": RecordStore(tmp_path / "records.sqlite"), "progress": None},
     )
+    took = time.monotonic() - started
     # through a precompiled header (kept by an earlier server, the server's, the worker's own), making one,
     # or without: what the tune benchmark's timeline counts
     uses = [r.extra.get("headers") for r in result.records]
@@ -60,6 +62,8 @@ def test_each_compiled_record_says_how_its_compile_met_the_cuda_headers(tmp_path
         phases = record.extra["compile_phases"]
         assert {"lower", "device compile", "cache save"} <= set(phases), phases
         assert sum(phases.values()) <= record.compile_s + 0.01
+        # and when, into the compile pool's call, a worker took it (a server still starting shows here)
+        assert 0 <= record.extra.get("compile_sent_s", 0.0) <= took - record.compile_s
 
 
 def test_resume_answers_measured_configs_from_the_store(tmp_path):

@@ -89,6 +89,7 @@ class CompileOutcome:
     headers: str = ""  # how NVRTC met the kernel's includes (headers.take_last_use); "" where not known
     warned: Warned = ()  # warnings the compile gave that the asking process must see (reissue)
     phases: Phases = ()  # (phase, seconds) of the compile (phases.take); () where not known
+    sent: float = 0.0  # seconds into the pool's call at which a worker took it (the first wait for a server)
 
     @property
     def ok(self) -> bool:

@@ -107,7 +107,8 @@ def machine_of(devices: Sequence[int]) -> dict[str, str]:
 
 def record_of(config: dict, result: Any, compile_s: float | None, **where: Any) -> Record:
     """The record of a measured config; `where` fills `gpu`, `device` and extra's other keys (`worker`,
-    `lane`, `headers`: how the compile met its includes, `compile_phases`: its seconds by phase)."""
+    `lane`, `headers`: how the compile met its includes, `compile_phases`: its seconds by phase,
+    `compile_sent_s`: how far into the compile pool's call a worker took it)."""
     extra = {
         "quick_ms": result.quick_ms,
         "full": result.full,
@@ -145,6 +146,7 @@ def measured_record(work: Work, result: Any) -> Record:
         **work.where,
         headers=compiled.headers or None,
         compile_phases=dict(compiled.phases) or None,
+        compile_sent_s=round(compiled.sent, 4) or None,
     )
 
 
@@ -260,6 +262,8 @@ class LocalExecutor:
                     extra = {"headers": outcome.headers} if outcome.headers else {}
                     if outcome.phases:
                         extra["compile_phases"] = dict(outcome.phases)
+                    if outcome.sent:
+                        extra["compile_sent_s"] = round(outcome.sent, 4)
                     config = dict(candidate.config)
                     sink.keep(
                         candidate,

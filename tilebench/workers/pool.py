@@ -165,6 +165,7 @@ class CompilePool:
         self._cache_dir = ""
         self._lock = threading.Lock()
         self._owner: int | None = None
+        self._called = 0.0  # when the running submit_many began
 
     @property
     def pids(self) -> list[int]:
@@ -186,6 +187,7 @@ class CompilePool:
         pending = _Pending(requests)
         with self._lock:
             self._owner = threading.get_ident()
+            self._called = time.monotonic()
             try:
                 self._follow_cache_dir()
                 while pending or any(w.job for w in self._workers):
@@ -273,7 +275,10 @@ class CompilePool:
                 if reply is not DIED and worker.job:
                     (index, label), worker.job = worker.job, None
                     status, message, seconds, header_use, warned, timed = reply
-                    yield CompileOutcome(status, message, seconds, index, label, header_use, warned, timed)
+                    sent = max(0.0, worker.started - self._called)  # started: when the job was sent
+                    yield CompileOutcome(
+                        status, message, seconds, index, label, header_use, warned, timed, sent
+                    )
                 else:
                     yield from self._fail(worker, pending)
             elif now >= worker.deadline:
