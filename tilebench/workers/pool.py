@@ -184,10 +184,11 @@ class CompilePool:
             # the workers would compile without it: other code, or nvcc failing on what it adds
             yield from _compile_here(requests)
             return
+        called = time.monotonic()  # before the lock: a prestart forking the workers holds it meanwhile
         pending = _Pending(requests)
         with self._lock:
             self._owner = threading.get_ident()
-            self._called = time.monotonic()
+            self._called = called
             try:
                 self._follow_cache_dir()
                 while pending or any(w.job for w in self._workers):
