@@ -250,7 +250,7 @@ import sys
 import tilelang.language as T
 
 import tilebench as tb
-from tilebench.compiler import headers
+from tilebench.compiler import headers, include_sets
 from tilebench.compiler.request import CompileRequest
 from tilebench.workers.pool import CompilePool
 
@@ -277,7 +277,8 @@ def scale(factor):
 if __name__ == "__main__":
     if sys.argv[2] == "warm":
         tb.warm_up(wait=True)  # the server starts ahead of the compiles: it prebuilds
-    request = CompileRequest.from_func(scale(float(sys.argv[1])), {"target": {"kind": "cuda", "arch": "sm_90a"}})
+    func = include_sets.small_gemm() if sys.argv[1] == "gemm" else scale(float(sys.argv[1]))
+    request = CompileRequest.from_func(func, {"target": {"kind": "cuda", "arch": "sm_90a"}})
     with CompilePool(num_workers=1) as pool:
         (outcome,) = pool.submit_many([CompileAndCount(request.tir_json, request.kwargs)])
         folder = headers.HeaderCache.folder()
@@ -295,9 +296,9 @@ def test_the_compile_server_precompiles_the_last_include_set_and_keeps_it_for_th
     script.write_text(PREBUILD_SCRIPT)
     folder = tmp_path / "cache" / "nvrtc-pch"
 
-    def compile_in_new_process(factor: float, start: str = "warm", **env: str) -> tuple[list[int], int]:
+    def compile_in_new_process(factor: float | str, start: str = "warm", **env: str) -> tuple[list[int], int]:
         """([compiles through a kept PCH, through an inherited one], the server's own PCHs) for one
-        compile in a new process."""
+        compile (of a scale by `factor`, or "gemm": a small GEMM) in a new process."""
         env = {
             **os.environ,
             "TILEBENCH_CACHE_DIR": str(tmp_path / "cache"),
@@ -325,6 +326,10 @@ def test_the_compile_server_precompiles_the_last_include_set_and_keeps_it_for_th
     # headers not kept: the server's own PCH, inherited by the worker it forked, gone with the server
     assert compile_in_new_process(6.0, TILEBENCH_KEEP_HEADERS="0") == ([0, 1], 1)
     assert compile_in_new_process(7.0, start="by the compile", TILEBENCH_KEEP_HEADERS="0") == ([0, 0], 0)
+    # with no include set compiled last, a server started by the compile loads the kept PCH of Hopper's
+    # head, named without lowering anything, which a GEMM's compile then uses
+    (folder / headers.RECENT_FILE).unlink()
+    assert compile_in_new_process("gemm", start="by the compile") == ([1, 0], 0) and kept() == 2
     assert not list(folder.glob("[0-9]*"))  # nothing of a process that is gone
     assert {(p.is_dir(), mode(p)) for p in folder.rglob("*")} == {(True, 0o700), (False, 0o600)}
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tilebench.compiler.headers import (
+    KEPT_DIR,
     PROBE_KERNEL,
     RECENT_FILE,
     HeaderCache,
@@ -212,9 +213,12 @@ def prebuild(make: bool = True, guess: Guess | None = None) -> bool:
     try:
         if not settings.prebuild_headers or settings.device_compiler == "nvcc" or not usable():
             return False
-        # not a GEMM lowered to read its head: 0.4-0.6 s after tilelang's import, which the first compiles
-        # of a script's tune just after `import tilebench` waited for on an H100 host
-        head, options = guessed_include_set()
+        head, options = recent()
+        # Hopper's head is named, not read from a GEMM lowered for it (0.4-0.6 s after tilelang's import,
+        # which the first compiles of a script's tune waited for on an H100 host); without `make`, only
+        # where some PCH is kept (naming it may ask nvidia-smi for the GPU's arch)
+        if head is None and (make or any((HeaderCache.folder() / KEPT_DIR).glob("*.pch"))):
+            head, options = hopper_include_set()
         if head is None and make:
             head, options = gemm_include_set()
     finally:
