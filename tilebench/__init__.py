@@ -13,6 +13,7 @@ from tilebench.workers.warm import gpu_present, start_early, warm_up
 
 _LAZY = {
     "jit": "tilebench.compat.jit",
+    "lazy_jit": "tilebench.compat.jit",
     "compile": "tilebench.compat.jit",
     "JIT": "tilebench.compat.jit",
     "Kernel": "tilebench.kernel.compiled",

@@ -66,3 +66,14 @@ def test_a_wrong_kernel_is_a_mismatch_not_a_crash(ip):
     run = ip.user_ns["r"].run
     assert run.status == "mismatch" and run.checked and run.mismatch_ratio > 0.5
     assert ip.run_cell("torch.ones(4, device='cuda').sum().item()").result == 4.0
+
+
+def test_the_lazy_jit_docs_cell_runs_whole_and_its_results_match_torch(ip):
+    from pathlib import Path
+
+    from compat_programs import load, result_lines, run_as_cell
+
+    tour = load(Path(__file__).parent.parent / "data" / "cells" / "lazy_jit_tour.py")
+    run = run_as_cell(ip, tour)
+    assert result_lines(run.stdout) == ["RESULT lazy_jit_tour ok"], run.stdout
+    assert run.stop_line is None, run.result.note

@@ -40,4 +40,31 @@ def jit(func: Any = None, **options: Any) -> Any:
     return front.jit(func, jit_class=JIT, **options)
 
 
-__all__ = ["JIT", "compile", "is_autotuned", "jit", "live_jits"]
+def lazy_jit(
+    func: Any = None,
+    *,
+    target: Any = None,
+    target_host: Any = None,
+    execution_backend: str | None = None,
+    verbose: bool | None = None,
+    pass_configs: dict[str, Any] | None = None,
+    debug_root_path: str | None = None,
+    compile_flags: str | list[str] | None = None,
+) -> Any:
+    """The lazy JIT of tilelang's lazy-JIT docs: the function's body is the kernel (shapes from `T.const`
+    or `T.dynamic` annotations, outputs made with `T.empty` and returned), and a call compiles and runs it.
+    tilelang 0.1.15 has no `lazy_jit`; its `jit` takes this style, and so does `tb.jit`: this is `tb.jit`
+    without `out_idx` (the returned tensors are the outputs)."""
+    return jit(
+        func,
+        target=target,
+        target_host=target_host,
+        execution_backend=execution_backend,
+        verbose=verbose,
+        pass_configs=pass_configs,
+        debug_root_path=debug_root_path,
+        compile_flags=compile_flags,
+    )
+
+
+__all__ = ["JIT", "compile", "is_autotuned", "jit", "lazy_jit", "live_jits"]

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from tilebench.compat.autotuner import AutoTuner
-from tilebench.compat.jit import jit
+from tilebench.compat.jit import jit, lazy_jit
 from tilebench.compat.tuning import autotune
 from tilebench.compiler.build import CompileError, is_prim_func
 from tilebench.compiler.options import LINE_DIRECTIVES, CompileOptions, _config_name
@@ -33,6 +33,8 @@ from tilebench.kernel.validate import num_workers_problem
 from tilebench.measure.timer import time_call
 from tilebench.workers.isolated import compile_isolated
 from tilebench.workers.parallel import compile_all
+
+_LAZY_JIT_SIGNATURE = inspect.signature(lazy_jit)
 
 
 class TileLangView(types.ModuleType):
@@ -47,13 +49,26 @@ class TileLangView(types.ModuleType):
         real = self.__dict__["_tilebench_real"]
         if name == "__all__":  # `from tilelang.autotuner import *` takes the names the module would give
             return _star_names(real)
-        return getattr(real, name)
+        try:
+            return getattr(real, name)
+        except AttributeError:
+            raise AttributeError(_missing(self, name)) from None
 
     def __dir__(self) -> list[str]:
         return sorted(set(dir(self.__dict__["_tilebench_real"])) | set(self.__dict__))
 
     def __repr__(self) -> str:
         return f"<tilelang module {self.__name__!r} as a %%tilelang cell sees it (tilebench's jit and tuner)>"
+
+
+def _missing(view: TileLangView, name: str) -> str:
+    """Python's words for a name the module lacks, with the close names it has and tilelang's version."""
+    import difflib
+
+    close = difflib.get_close_matches(name, [n for n in dir(view) if not n.startswith("_")], n=3)
+    hint = f"; did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
+    version = getattr(load_tilelang(), "__version__", "?")
+    return f"module {view.__name__!r} has no attribute {name!r}{hint} (tilelang {version})"
 
 
 def _star_names(real: types.ModuleType) -> list[str]:
@@ -208,11 +223,17 @@ def views(
             compile_like_tilelang(func, out_idx, **_merged(base, given)), own_line_directives, given
         )
 
+    def cell_lazy_jit(func: Any = None, **given: Any) -> Any:
+        _LAZY_JIT_SIGNATURE.bind(func, **given)  # lazy_jit's own keywords only: no out_idx
+        return cell_jit(func, **given)
+
     cell_jit.__doc__ = jit.__doc__
+    cell_lazy_jit.__doc__ = lazy_jit.__doc__
     cell_compile.__doc__ = compile_like_tilelang.__doc__
     jit_kernel = _cell_jit_kernel_class(cell_compile)
     jit_names = {
         "jit": cell_jit,
+        "lazy_jit": cell_lazy_jit,
         "compile": cell_compile,
         "par_compile": par_compile_like_tilelang,
         "JITKernel": jit_kernel,

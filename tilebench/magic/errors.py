@@ -28,7 +28,8 @@ from tilebench.measure.timer import NoDeviceError
 KINDS = ("python", "elaboration", "lowering", "nvcc", "other")
 _COMPILER = ("tilelang", "tvm", "tvm_ffi")  # modules whose frames mean tilelang was lowering
 _NOT_COMPILING = ("tilelang.testing", "tilelang.profiler")  # tilelang's, but running a program, not lowering
-_IMPORT_SHIM = ("tilebench.compat.scope", "cell_import")  # the cell's `import`: Python's own statement
+# the cell's `import` and its `tilelang.<name>`: Python's own statement and attribute access
+_CELL_SHIMS = (("tilebench.compat.scope", "cell_import"), ("tilebench.compat.scope", "__getattr__"))
 
 _HINTS = {
     "python": "Python raised this while running the cell, before tilelang saw a kernel.",
@@ -181,7 +182,7 @@ def cell_line_of(error: BaseException, filename: str) -> int | None:
 def _outside_hint(error: BaseException, filename: str, line: int | None, cell_text: str, shift: int) -> str:
     """For an error raised in library code called by the cell: which function raised it, and the call."""
     entries = _tb_entries(error)
-    while entries and _frame_of(entries[-1]) == _IMPORT_SHIM:  # a failed import is the cell's own line
+    while entries and _frame_of(entries[-1]) in _CELL_SHIMS:  # a failed import is the cell's own line
         entries.pop()
     if line is None or not entries or entries[-1].tb_frame.f_code.co_filename == filename:
         return ""
