@@ -56,8 +56,12 @@ def plain_runs(tmp_path_factory):
     """Every program run as a plain tilelang file, six at a time (each pays a new process's imports)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    # made here, not in the threads: pytest's first mktemp makes the base folder, and two threads at once
+    # made two (pytest-N and pytest-N+1), so that one thread's folder was refused as outside the base
+    folders = {program.name: tmp_path_factory.mktemp(program.name) for program in PROGRAMS}
+
     def run(program: Program):
-        return run_plain(program, tmp_path_factory.mktemp(program.name), PLAIN_TIMEOUT_S, compile_only=False)
+        return run_plain(program, folders[program.name], PLAIN_TIMEOUT_S, compile_only=False)
 
     with ThreadPoolExecutor(max_workers=6) as pool:
         return dict(zip((p.name for p in PROGRAMS), pool.map(run, PROGRAMS)))
