@@ -52,6 +52,8 @@ class TileLangView(types.ModuleType):
         try:
             return getattr(real, name)
         except AttributeError:
+            if name.startswith("_"):  # probes by inspect, IPython's display, ...: cheap, no suggestions
+                raise
             raise AttributeError(_missing(self, name)) from None
 
     def __dir__(self) -> list[str]:
