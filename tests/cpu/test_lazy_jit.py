@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 
 import pytest
+import seed_kernels as S
 import tilelang.language as T
 from compat_programs import load, run_as_cell
 
@@ -17,23 +18,15 @@ from tilebench.workers.parallel import compile_all
 TOUR = load(Path(__file__).parent.parent / "data" / "cells" / "lazy_jit_tour.py")
 
 
-@tb.lazy_jit
-def shifted(X, shift: T.float32 = 1.0):
-    rows, cols = T.const("rows, cols")
-    X: T.Tensor[[rows, cols], T.float32]
-    Y = T.empty((rows, cols), T.float32)
-    with T.Kernel(T.ceildiv(rows, 32), threads=128) as bx:
-        for i, j in T.Parallel(32, cols):
-            Y[bx * 32 + i, j] = X[bx * 32 + i, j] + shift
-    return Y
+add_one = tb.lazy_jit(S.add_one.func)  # seed 002's eager kernel under the lazy-JIT docs' decorator
 
 
 def test_tb_lazy_jit_is_the_eager_jit_whose_returned_tensors_are_the_outputs():
-    kernel = shifted.compile(T.Tensor((256, 64), T.float32))
-    assert [spec.name for spec in kernel.build.specs] == ["X", "shift", "Y"]  # shift: a run-time scalar
+    kernel = add_one.compile(T.Tensor((256, 64), T.float32))
+    assert [spec.name for spec in kernel.build.specs] == ["X", "data", "Y"]  # data: a run-time scalar
     assert kernel.build.options.out_idx is None
-    assert "shifted" in kernel.get_kernel_source()
-    assert shifted.compile(T.Tensor((256, 64), T.float32), shift=2.5) is kernel  # not a compile-time value
+    assert "add_one" in kernel.get_kernel_source()
+    assert add_one.compile(T.Tensor((256, 64), T.float32), data=2.5) is kernel  # not a compile-time value
     with pytest.raises(TypeError, match="out_idx"):
         tb.lazy_jit(out_idx=[-1])
 
