@@ -21,6 +21,7 @@ Usage: python benchmarks/tune.py [--budget 120] [--skip-tilelang] [--cold-only]
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 # A cold start: an empty kernel cache and record store, set before tilebench reads its settings. Only in
 # the script itself: compile workers import this file too (as __mp_main__) and keep the caller's folder.
@@ -248,6 +250,21 @@ def cold_in_fresh_process(kept_from: Path | None = None) -> tuple[float | None, 
     return None, f"failed (exit {done.returncode}): {(done.stderr or done.stdout)[-400:]}"
 
 
+@dataclasses.dataclass
+class Bench:
+    """What every part of the run shares: the inputs, cuBLAS's time on them, the report, the tuner's options."""
+
+    A: Any
+    B: Any
+    cublas_ms: float
+    report: Report
+    tune_options: dict
+
+    @staticmethod
+    def tflops(ms: float) -> float:
+        return FLOPS / ms / 1e9
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--budget", type=float, default=120)
@@ -256,7 +273,6 @@ def main() -> None:
     parser.add_argument("--cache-dir", help="tilebench's cache folder (default: a new empty one)")
     options = parser.parse_args()
 
-    import tilelang
     import torch
 
     import tilebench as tb
@@ -265,86 +281,71 @@ def main() -> None:
     if options.cold_only:
         return cold_only()
     tb.warm_up(wait=True)  # what `%load_ext tilebench` does, some seconds before a notebook's first tune
-    tb_matmul = tb.jit(out_idx=[-1])(matmul)
     A = torch.randn(SIZE, SIZE, dtype=torch.float16, device="cuda")
     B = torch.randn(SIZE, SIZE, dtype=torch.float16, device="cuda")
     cublas_ms = time_call(lambda: A @ B, warmup=50, rep=300)
-
-    def tflops(ms):
-        return FLOPS / ms / 1e9
-
     report = Report("tune", f"Tuning a {SIZE}^3 fp16 GEMM: seconds, best TFLOP/s (re-timed here), vs cuBLAS")
-    ref = reference
-    space = {k: tb.tune(v) for k, v in FACTS_SPACE.items()}
-    tune_options = {"ref": ref, "progress": None}
-
+    bench = Bench(A, B, cublas_ms, report, {"ref": reference, "progress": None})
     if not options.skip_tilelang:
-        tuned = tilelang.autotune(configs=configs_of(FACTS_SPACE), warmup=25, rep=100, ref_prog=ref)(
-            tilelang.jit(out_idx=[-1])(matmul)
-        )
-        with separate_tilelang_cache():
-            kernel, tl_s = timed(lambda: tuned(SIZE, SIZE, SIZE))
-        tl_ms = time_call(lambda kernel=kernel: kernel(A, B), warmup=50, rep=300)
-        tl_config = getattr(kernel, "config", None) or getattr(
-            getattr(kernel, "artifact", None), "config", None
-        )
-        report.note(f"tilelang.autotune best config: {tl_config}")
-        report.row(
-            case="16 configs: tilelang.autotune",
-            seconds=tl_s,
-            best_tflops=tflops(tl_ms),
-            vs_cublas=cublas_ms / tl_ms,
-            target_s=None,
-            met=None,
-        )
-    cold, cold_s = timed(lambda: tb_matmul.tune(SIZE, SIZE, SIZE, **space, tune_options=tune_options))
-    warm, warm_s = timed(lambda: tb_matmul.tune(SIZE, SIZE, SIZE, **space, tune_options=tune_options))
-    best = cold.best_kernel()
-    tb_ms = time_call(lambda: best(A, B), warmup=50, rep=300)
-    statuses = {s: sum(1 for r in cold.records if r.status == s) for s in {r.status for r in cold.records}}
-    report.row(
-        case="16 configs: tilebench cold",
-        seconds=cold_s,
-        best_tflops=tflops(tb_ms),
-        vs_cublas=cublas_ms / tb_ms,
-        target_s=COLD_TARGET_S,
-        met=met(cold_s, COLD_TARGET_S),
+        tilelang_autotune_row(bench)
+    first_tune_rows(bench)
+    template_search_rows(bench, options.budget)
+    report.finish()
+
+
+def tilelang_autotune_row(bench: Bench) -> None:
+    """Part 1: tilelang.autotune over the 16-config space, in a kernel cache of its own."""
+    import tilelang
+
+    from tilebench.measure.timer import time_call
+
+    tuned = tilelang.autotune(configs=configs_of(FACTS_SPACE), warmup=25, rep=100, ref_prog=reference)(
+        tilelang.jit(out_idx=[-1])(matmul)
     )
-    report.row(
-        case="16 configs: tilebench warm (resumed)",
-        seconds=warm_s,
-        best_tflops=tflops(tb_ms),
-        vs_cublas=cublas_ms / tb_ms,
-        target_s=RESUMED_TARGET_S,
-        met=met(warm_s, RESUMED_TARGET_S),
-    )
-    alone_s, alone_config, in_tune_s = slowest_alone(cold.records)
-    report.row(
-        case="16 configs: their slowest compile, alone",
-        seconds=alone_s,
-        best_tflops=None,
-        vs_cublas=None,
+    with separate_tilelang_cache():
+        kernel, tl_s = timed(lambda: tuned(SIZE, SIZE, SIZE))
+    tl_ms = time_call(lambda kernel=kernel: kernel(bench.A, bench.B), warmup=50, rep=300)
+    tl_config = getattr(kernel, "config", None) or getattr(getattr(kernel, "artifact", None), "config", None)
+    bench.report.note(f"tilelang.autotune best config: {tl_config}")
+    bench.report.row(
+        case="16 configs: tilelang.autotune",
+        seconds=tl_s,
+        best_tflops=bench.tflops(tl_ms),
+        vs_cublas=bench.cublas_ms / tl_ms,
         target_s=None,
         met=None,
     )
+
+
+def first_tune_rows(bench: Bench) -> None:
+    """Part 2: tilebench's 16-config tune: cold with warm workers, resumed, its slowest compile alone, and
+    cold from a new process (with and without the headers an earlier server kept)."""
+    import tilebench as tb
+    from tilebench.measure.timer import time_call
+
+    tb_matmul = tb.jit(out_idx=[-1])(matmul)
+    space = {k: tb.tune(v) for k, v in FACTS_SPACE.items()}
+    cold, cold_s = timed(lambda: tb_matmul.tune(SIZE, SIZE, SIZE, **space, tune_options=bench.tune_options))
+    warm, warm_s = timed(lambda: tb_matmul.tune(SIZE, SIZE, SIZE, **space, tune_options=bench.tune_options))
+    best = cold.best_kernel()
+    tb_ms = time_call(lambda: best(bench.A, bench.B), warmup=50, rep=300)
+    speed = {"best_tflops": bench.tflops(tb_ms), "vs_cublas": bench.cublas_ms / tb_ms}
+    unmeasured = {"best_tflops": None, "vs_cublas": None}
+    report = bench.report
+    report.row(case="16 configs: tilebench cold", seconds=cold_s, **speed, target_s=COLD_TARGET_S,
+               met=met(cold_s, COLD_TARGET_S))  # fmt: skip
+    report.row(case="16 configs: tilebench warm (resumed)", seconds=warm_s, **speed, target_s=RESUMED_TARGET_S,
+               met=met(warm_s, RESUMED_TARGET_S))  # fmt: skip
+    alone_s, alone_config, in_tune_s = slowest_alone(cold.records)
+    report.row(case="16 configs: their slowest compile, alone", seconds=alone_s, **unmeasured, target_s=None,
+               met=None)  # fmt: skip
     fresh_s, fresh_note = cold_in_fresh_process()
-    report.row(
-        case="16 configs: tilebench cold, fresh process",
-        seconds=fresh_s,
-        best_tflops=None,
-        vs_cublas=None,
-        target_s=FRESH_TARGET_S,
-        met=met(fresh_s, FRESH_TARGET_S),
-    )
+    report.row(case="16 configs: tilebench cold, fresh process", seconds=fresh_s, **unmeasured,
+               target_s=FRESH_TARGET_S, met=met(fresh_s, FRESH_TARGET_S))  # fmt: skip
     kept_s, kept_note = cold_in_fresh_process(kept_from=Path(os.environ["TILEBENCH_CACHE_DIR"]))
-    report.row(
-        case="16 configs: same, headers kept from before",
-        seconds=kept_s,
-        best_tflops=None,
-        vs_cublas=None,
-        target_s=FRESH_TARGET_S,
-        met=met(kept_s, FRESH_TARGET_S),
-    )
+    report.row(case="16 configs: same, headers kept from before", seconds=kept_s, **unmeasured,
+               target_s=FRESH_TARGET_S, met=met(kept_s, FRESH_TARGET_S))  # fmt: skip
+    statuses = {s: sum(1 for r in cold.records if r.status == s) for s in {r.status for r in cold.records}}
     report.note(f"tilebench cold: statuses {statuses}; best {cold.best_config}; warm resumed {warm.resumed}")
     report.note("tilebench cold, where the time went: " + timeline(cold.records, cold_s))
     report.note("tilebench cold, records as arrived/compile/benchmark s: " + arrivals(cold.records, cold_s))
@@ -355,60 +356,53 @@ def main() -> None:
     report.note("tilebench cold, fresh process (workers start inside the tune call): " + fresh_note)
     report.note("tilebench cold, fresh process, headers kept by an earlier server: " + kept_note)
 
+
+def template_search_rows(bench: Bench, budget: float) -> None:
+    """Part 3: the Hopper GEMM template's constrained space searched with TPE for `budget` seconds; its five
+    best timed again, taking turns with cuBLAS (clocks drift over a two-minute search)."""
+    import tilebench as tb
+
+    A, B = bench.A, bench.B
     gemm, template = templates.kernel("gemm"), templates.module("gemm")
     large = {k: tb.tune(v) for k, v in TEMPLATE_SPACE.items()}
-    big, big_s = timed(
-        lambda: gemm.tune(
-            A,
-            B,
-            **large,
-            tune_options={
-                **tune_options,
-                "strategy": "tpe",
-                "max_seconds": options.budget,
-                "constraint": template.gemm_fits,
-            },
-        )
-    )
+    search = {
+        **bench.tune_options,
+        "strategy": "tpe",
+        "max_seconds": budget,
+        "constraint": template.gemm_fits,
+    }
+    big, big_s = timed(lambda: gemm.tune(A, B, **large, tune_options=search))
     finalists = sorted((r for r in big.records if r.status == "ok"), key=lambda r: r.median_ms)[:5]
 
-    # clocks drift over a two-minute search: the finalists are timed again, taking turns with cuBLAS
     def bound(config: dict):
         kernel = gemm.compile(A, B, **config)
         return lambda: kernel(A, B)
 
     (big_ms, big_cublas_ms, spread, big_config), ratios = retime(
-        bound,
-        lambda: A @ B,
-        [r.config for r in finalists],
+        bound, lambda: A @ B, [r.config for r in finalists]
     )
     counts = {s: sum(1 for r in big.records if r.status == s) for s in {r.status for r in big.records}}
     fitting = sum(map(template.gemm_fits, configs_of(TEMPLATE_SPACE)))
-    report.row(
-        case=f"Hopper template, {fitting} configs (constrained), TPE, {options.budget:g} s",
+    bench.report.row(
+        case=f"Hopper template, {fitting} configs (constrained), TPE, {budget:g} s",
         seconds=big_s,
-        best_tflops=tflops(big_ms),
+        best_tflops=bench.tflops(big_ms),
         vs_cublas=big_cublas_ms / big_ms,
         target_s=None,
         met="yes" if big_cublas_ms / big_ms >= 1.0 else "no",  # its target: >= 1.0x cuBLAS
     )
-    report.row(
-        case="torch.matmul (cuBLAS)",
-        seconds=None,
-        best_tflops=tflops(cublas_ms),
-        vs_cublas=1.0,
-        target_s=None,
-        met=None,
+    bench.report.row(case="torch.matmul (cuBLAS)", seconds=None, best_tflops=bench.tflops(bench.cublas_ms),
+                     vs_cublas=1.0, target_s=None, met=None)  # fmt: skip
+    bench.report.note(
+        f"large space: {len(big.records)} configs tried {counts}; tuner's best {big.best_config}"
     )
-    report.note(f"large space: {len(big.records)} configs tried {counts}; tuner's best {big.best_config}")
-    report.note(
+    bench.report.note(
         "large space: the tuner's 5 best re-timed, each taking turns with cuBLAS (median of 7 rounds): "
         + "; ".join(f"{ratio:.3f}x" for ratio in ratios)
         + f"; the best of them timed again (rounds {spread}): {big_config}"
     )
     verdict = "met" if big_cublas_ms / big_ms >= 1.0 else "not met"
-    report.note(f"target: large-space best >= 1.0x cuBLAS: {verdict} ({big_cublas_ms / big_ms:.3f}x)")
-    report.finish()
+    bench.report.note(f"target: large-space best >= 1.0x cuBLAS: {verdict} ({big_cublas_ms / big_ms:.3f}x)")
 
 
 if __name__ == "__main__":
