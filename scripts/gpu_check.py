@@ -333,6 +333,30 @@ def summary(
     return ok
 
 
+def run_notebooks(results: Path, junit: Path, timeout: float) -> tuple[Counts, dict[str, bool]] | None:
+    """Every notebook under nbval (what each cell printed goes to results/notebook_outputs.md); None where
+    there are none."""
+    found = sorted(
+        str(p.relative_to(REPO))
+        for p in (REPO / "notebooks").rglob("*.ipynb")
+        if ".ipynb_checkpoints" not in p.parts
+    )
+    if not found:
+        print("\ngpu_check: no notebooks/*.ipynb, nbval skipped")
+        return None
+    outputs = results / "notebook_outputs.md"
+    outputs.unlink(missing_ok=True)
+    os.environ["NBVAL_OUTPUTS"] = str(outputs)  # what each cell printed: the notebooks' GPU results
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO / "scripts"), os.environ.get("PYTHONPATH")])
+    )
+    nb_args = ["-q", "-p", "nbval_outputs", "--nbval", "--nbval-current-env", *found]
+    notebooks = run_pytest("notebooks", nb_args, junit, timeout)
+    if outputs.exists():
+        print(f"\ngpu_check: the notebooks' outputs are in {outputs}")
+    return notebooks
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -374,24 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             tests = Counts(rc=None, problem="tests/gpu is missing")
     if "notebooks" not in skip:
-        found = sorted(
-            str(p.relative_to(REPO))
-            for p in (REPO / "notebooks").rglob("*.ipynb")
-            if ".ipynb_checkpoints" not in p.parts
-        )
-        if found:
-            outputs = results / "notebook_outputs.md"
-            outputs.unlink(missing_ok=True)
-            os.environ["NBVAL_OUTPUTS"] = str(outputs)  # what each cell printed: the notebooks' GPU results
-            os.environ["PYTHONPATH"] = os.pathsep.join(
-                filter(None, [str(REPO / "scripts"), os.environ.get("PYTHONPATH")])
-            )
-            nb_args = ["-q", "-p", "nbval_outputs", "--nbval", "--nbval-current-env", *found]
-            notebooks = run_pytest("notebooks", nb_args, junit_dir / "notebooks.xml", args.notebooks_timeout)
-            if outputs.exists():
-                print(f"\ngpu_check: the notebooks' outputs are in {outputs}")
-        else:
-            print("\ngpu_check: no notebooks/*.ipynb, nbval skipped")
+        notebooks = run_notebooks(results, junit_dir / "notebooks.xml", args.notebooks_timeout)
     if "bench" not in skip:
         benches = run_benchmarks(args.bench, args.bench_timeout, results)
 
