@@ -35,6 +35,13 @@ from tilebench.workers.isolated import compile_isolated
 from tilebench.workers.parallel import compile_all
 
 _LAZY_JIT_SIGNATURE = inspect.signature(lazy_jit)
+# modules of later tilelangs that the seeds use, and what a cell on tilelang 0.1.15 writes instead
+_NEWER_TILELANG = {
+    "tilelang.language.v2": (
+        "tilelang 0.1.15 has no JIT-v2 language; write the kernel with T (tilelang.language) under "
+        "tilelang.jit, as the lazy-JIT seed does; tb.tune and tb.place stand for tl.tune and tl.place"
+    ),
+}
 
 
 class TileLangView(types.ModuleType):
@@ -317,7 +324,13 @@ def importer(known: dict[str, TileLangView]) -> Callable[..., Any]:
     def cell_import(
         name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
     ) -> Any:
-        module = builtins.__import__(name, globals, locals, fromlist, level)
+        try:
+            module = builtins.__import__(name, globals, locals, fromlist, level)
+        except ModuleNotFoundError as error:
+            hint = _NEWER_TILELANG.get(error.name or "")
+            if hint is None:
+                raise
+            raise ModuleNotFoundError(f"{error}: {hint}", name=error.name) from None
         if level == 0 and (name == "tilelang" or name.startswith("tilelang.")):
             if fromlist:
                 return known.get(name, module)
