@@ -279,7 +279,9 @@ def key_step(Q_s, K_s, V_s, frags, barriers, n, k, rows, consumers, pingpong, la
     mask_scores(S, k, row0, seq_len, is_causal, partial_tile)
     online_softmax(S, row_max, prev_max, rescale, sums, scale)
     T.wait_wgmma(0)
-    T.warpgroup_fence_operand(P)  # P's registers stay untouched until P V has read them
+    # P's registers stay untouched until P V has read them; num_regs is a thread's share (tilelang counts
+    # the whole tile's, which fenced 8192 registers of a 32-register array and doubled nvcc's time)
+    T.warpgroup_fence_operand(P, num_regs=block_M * P.shape[1] // consumers // 2)
     T.barrier_arrive(v_empty[last])
     for i, j in T.Parallel(block_M, dim):
         acc[i, j] *= rescale[i]
