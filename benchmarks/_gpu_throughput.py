@@ -64,66 +64,80 @@ class Clock:
         return "; ".join(parts)
 
 
-def gpu_throughput(report, sample: int, seed: int = 0) -> None:
-    import torch
-    from distributed import Client
-    from tune import LARGE_SPACE, configs_of, fits_on_chip, matmul, reference
+class Sample:
+    """A seeded sample of tune.py's large space, tuned again and again on the same record store."""
 
-    import tilebench as tb
-    from tilebench.cluster.client import local_cluster, wait_until_ready
+    def __init__(self, sample: int, seed: int) -> None:
+        from tune import LARGE_SPACE, configs_of, fits_on_chip, matmul
 
-    gpus = torch.cuda.device_count()
-    counts = [n for n in (1, 2, 4, 8) if n <= gpus]
-    fitting = [c for c in configs_of(LARGE_SPACE) if fits_on_chip(c)]
-    chosen = {frozen(c) for c in random.Random(seed).sample(fitting, min(sample, len(fitting)))}
-    jit = tb.jit(out_idx=[-1])(matmul)
-    space = {k: tb.tune(v) for k, v in LARGE_SPACE.items()}
-    store = Path(tempfile.mkdtemp(prefix="tilebench-gpu-throughput-")) / "records.sqlite"
+        import tilebench as tb
 
-    def tune(**options) -> tuple[Clock, float, object]:
+        self.fitting = [c for c in configs_of(LARGE_SPACE) if fits_on_chip(c)]
+        self.size = len(configs_of(LARGE_SPACE))
+        self.chosen = {
+            frozen(c) for c in random.Random(seed).sample(self.fitting, min(sample, len(self.fitting)))
+        }
+        self.names = tuple(LARGE_SPACE)
+        self.jit = tb.jit(out_idx=[-1])(matmul)
+        self.space = {k: tb.tune(v) for k, v in LARGE_SPACE.items()}
+        self.store = Path(tempfile.mkdtemp(prefix="tilebench-gpu-throughput-")) / "records.sqlite"
+
+    def tune(self, **options) -> tuple[Clock, float, object]:
+        """Measure the whole sample again, each config timed in full; (its clock, seconds, result)."""
+        from tune import reference
+
         clock = Clock()
         started = time.monotonic()
-        result = jit.tune(
-            4096,
-            4096,
-            4096,
-            **space,
-            tune_options={
-                "ref": reference,
-                "progress": clock,
-                "strategy": "grid",
-                "constraint": lambda c: frozen({k: c[k] for k in LARGE_SPACE}) in chosen,
-                "early_stop": None,
-                "retune": True,
-                "store": store,
-                **options,
-            },
-        )
+        tune_options = {
+            "ref": reference,
+            "progress": clock,
+            "strategy": "grid",
+            "constraint": lambda c: frozen({k: c[k] for k in self.names}) in self.chosen,
+            "early_stop": None,
+            "retune": True,
+            "store": self.store,
+            **options,
+        }
+        result = self.jit.tune(4096, 4096, 4096, **self.space, tune_options=tune_options)
         return clock, time.monotonic() - started, result
 
-    _, warm_s, _ = tune(devices=list(range(gpus)))
+    def tune_on(self, path: str, devices: list[int]) -> tuple[Clock, float, float]:
+        """The sample measured through local lanes or a warm Dask cluster on `devices`; (its clock, seconds,
+        seconds the cluster took to start)."""
+        if path == "local":
+            clock, seconds, _ = self.tune(devices=devices)
+            return clock, seconds, 0.0
+        from distributed import Client
+
+        from tilebench.cluster.client import local_cluster, wait_until_ready
+
+        started = time.monotonic()
+        cluster = local_cluster(devices=devices)
+        client = Client(cluster, set_as_default=False)
+        wait_until_ready(client)  # as the local lanes, warm before the clock starts
+        start_s = time.monotonic() - started
+        try:
+            clock, seconds, _ = self.tune(cluster=client)
+        finally:
+            client.close()
+            cluster.close()
+        return clock, seconds, start_s
+
+
+def gpu_throughput(report, sample: int, seed: int = 0) -> None:
+    import torch
+
+    gpus = torch.cuda.device_count()
+    runs = Sample(sample, seed)
+    _, warm_s, _ = runs.tune(devices=list(range(gpus)))
     report.note(
-        f"{len(chosen)} configs sampled (seed {seed}) from {len(configs_of(LARGE_SPACE))} "
-        f"({len(fitting)} fit the chip); compiled and measured once first in {warm_s:.1f} s (not counted)"
+        f"{len(runs.chosen)} configs sampled (seed {seed}) from {runs.size} ({len(runs.fitting)} fit the "
+        f"chip); compiled and measured once first in {warm_s:.1f} s (not counted)"
     )
     one: dict[str, float] = {}
-    for count in counts:
-        devices = list(range(count))
+    for count in (n for n in (1, 2, 4, 8) if n <= gpus):
         for path in ("local", "dask"):
-            if path == "local":
-                clock, seconds, result = tune(devices=devices)
-                start_s = 0.0
-            else:
-                started = time.monotonic()
-                cluster = local_cluster(devices=devices)
-                client = Client(cluster, set_as_default=False)
-                wait_until_ready(client)  # as the local lanes, warm before the clock starts
-                start_s = time.monotonic() - started
-                try:
-                    clock, seconds, result = tune(cluster=client)
-                finally:
-                    client.close()
-                    cluster.close()
+            clock, seconds, start_s = runs.tune_on(path, list(range(count)))
             rate = clock.rate()
             if count == 1 and rate:
                 one[path] = rate
@@ -143,6 +157,13 @@ def gpu_throughput(report, sample: int, seed: int = 0) -> None:
             print(
                 f"scale: {path} on {count} GPU(s): {rate or 0:.2f} configs/s; {clock.timeline()}", flush=True
             )
+    verdicts(report, gpus)
+
+
+def verdicts(report, gpus: int) -> None:
+    """Each path's multi-GPU rates against the targets, and the GPUs they ran on."""
+    import torch
+
     for path in ("local", "dask"):
         for gpus_used, target in TARGETS.items():
             rows = [r for r in report.rows if r.get("path") == path and r.get("gpus") == gpus_used]

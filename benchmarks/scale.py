@@ -255,11 +255,10 @@ def retimed_ratio(kernel, A, B) -> float:
 
 def time_to_cublas(report, budget: float) -> None:
     import torch
-    from tune import FLOPS, LARGE_SPACE, configs_of, fits_on_chip, matmul, reference
+    from tune import FLOPS, LARGE_SPACE, configs_of, matmul
 
     import tilebench as tb
     from tilebench.cluster import client as cluster_client
-    from tilebench.cluster import shutdown
     from tilebench.measure.timer import time_call
 
     A = torch.randn(SIZE, SIZE, dtype=torch.float16, device="cuda")
@@ -271,6 +270,30 @@ def time_to_cublas(report, budget: float) -> None:
     start_s = time.monotonic() - started
     gpus = sum(1 for w in workers.values() if (w.get("resources") or {}).get("GPU"))
     jit = tb.jit(out_idx=[-1])(matmul)
+    watch, result, tuned_s = search_on_cluster(jit, cublas_ms, budget)
+    report.row(
+        workers=f"{len(workers) - gpus} compile + {gpus} GPU",
+        configs=f"{watch.count} of {len(configs_of(LARGE_SPACE))}",
+        local_s=None,
+        local_per_s=None,
+        dask_s=tuned_s,
+        dask_per_s=watch.count / tuned_s,
+        dask_vs_local=None,
+        note=time_to_target(watch, lambda config: jit.compile(SIZE, SIZE, SIZE, **config), A, B, budget),
+    )
+    report.note(
+        f"cluster='local' started in {start_s:.1f} s (not counted); cuBLAS {FLOPS / cublas_ms / 1e9:.0f} TFLOP/s"
+    )
+    report.note(f"tuner's best config: {result.best_config}")
+
+
+def search_on_cluster(jit, cublas_ms: float, budget: float) -> tuple[BestSoFar, object, float]:
+    """TPE over the large space through cluster='local' for `budget` seconds; (the watch, result, seconds)."""
+    from tune import LARGE_SPACE, fits_on_chip, reference
+
+    import tilebench as tb
+    from tilebench.cluster import shutdown
+
     space = {k: tb.tune(v) for k, v in LARGE_SPACE.items()}
     started = time.monotonic()
     watch = BestSoFar(cublas_ms, started)
@@ -288,44 +311,28 @@ def time_to_cublas(report, budget: float) -> None:
     finally:
         tuned_s = time.monotonic() - started
         shutdown()
-    # The tuner's best so far at each moment, judged by a fair timing after the run: the first one that
-    # re-times at TARGET_CUBLAS or better gives the time to it (those far below it in the run are skipped).
+    return watch, result, tuned_s
+
+
+def time_to_target(watch: BestSoFar, compile_config, A, B, budget: float) -> str:
+    """The tuner's best so far at each moment, judged by a fair timing after the run: the first one that
+    re-times at TARGET_CUBLAS or better gives the time to it (those far below it in the run are skipped)."""
     reached_s, retimed = None, {}
     for elapsed, config, in_run in watch.bests:
         if in_run < TARGET_CUBLAS - 0.05:
             continue
-        retimed[elapsed] = retimed_ratio(jit.compile(SIZE, SIZE, SIZE, **config), A, B)
+        retimed[elapsed] = retimed_ratio(compile_config(config), A, B)
         if retimed[elapsed] >= TARGET_CUBLAS:
             reached_s = elapsed
             break
-    final = watch.bests[-1] if watch.bests else None
-    final_retimed = None
-    if final is not None:
-        final_retimed = retimed.get(final[0]) or retimed_ratio(
-            jit.compile(SIZE, SIZE, SIZE, **final[1]), A, B
-        )
-    report.row(
-        workers=f"{len(workers) - gpus} compile + {gpus} GPU",
-        configs=f"{watch.count} of {len(configs_of(LARGE_SPACE))}",
-        local_s=None,
-        local_per_s=None,
-        dask_s=tuned_s,
-        dask_per_s=watch.count / tuned_s,
-        dask_vs_local=None,
-        note=(
-            f"time to {TARGET_CUBLAS}x cuBLAS (the best so far, re-timed): "
-            + (f"{reached_s:.1f} s" if reached_s is not None else f"not reached in {budget:g} s")
-            + (
-                f"; final best {final[2]:.3f}x in the run, {final_retimed:.3f}x re-timed"
-                if final is not None and final_retimed is not None
-                else ""
-            )
-        ),
+    note = f"time to {TARGET_CUBLAS}x cuBLAS (the best so far, re-timed): " + (
+        f"{reached_s:.1f} s" if reached_s is not None else f"not reached in {budget:g} s"
     )
-    report.note(
-        f"cluster='local' started in {start_s:.1f} s (not counted); cuBLAS {FLOPS / cublas_ms / 1e9:.0f} TFLOP/s"
-    )
-    report.note(f"tuner's best config: {result.best_config}")
+    if watch.bests:
+        final = watch.bests[-1]
+        final_retimed = retimed.get(final[0]) or retimed_ratio(compile_config(final[1]), A, B)
+        note += f"; final best {final[2]:.3f}x in the run, {final_retimed:.3f}x re-timed"
+    return note
 
 
 def gpu_count() -> int:
