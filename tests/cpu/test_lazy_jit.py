@@ -72,15 +72,3 @@ def test_par_compile_reports_each_kernels_compile_time_not_its_load():
     )  # fmt: skip
     assert outcomes[0].status == "ok" and outcomes[0].seconds > 0.1, outcomes[0]
     assert builds[0].seconds >= outcomes[0].seconds
-
-
-def test_the_jit_v2_language_a_seed_imports_is_named_with_what_to_write_instead(ip):
-    with pytest.raises(TileLangCellError) as info:
-        ip.run_cell_magic("tilelang", "", "import torch\nimport tilelang.language.v2 as tl\n")
-    report = info.value.report
-    assert report.cell_line == 3, report.text()
-    assert report.summary.startswith("ModuleNotFoundError: No module named 'tilelang.language.v2': ")
-    assert "tilelang 0.1.15 has no JIT-v2 language" in report.summary
-    assert "tb.tune and tb.place stand for tl.tune and tl.place" in report.summary
-    with pytest.raises(TileLangCellError, match="No module named 'tilelang.no_such_module'$"):
-        ip.run_cell_magic("tilelang", "", "import tilelang.no_such_module\n")  # others: Python's words alone

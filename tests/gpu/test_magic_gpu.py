@@ -68,12 +68,12 @@ def test_a_wrong_kernel_is_a_mismatch_not_a_crash(ip):
     assert ip.run_cell("torch.ones(4, device='cuda').sum().item()").result == 4.0
 
 
-def test_the_lazy_jit_docs_cell_runs_whole_and_its_results_match_torch(ip):
+@pytest.mark.parametrize("tour", ["lazy_jit_tour", "jit_v2_tour"])
+def test_the_lazy_jit_and_jit_v2_docs_cells_run_whole_and_their_results_match_torch(ip, tour):
     from pathlib import Path
 
     from compat_programs import load, result_lines, run_as_cell
 
-    tour = load(Path(__file__).parent.parent / "data" / "cells" / "lazy_jit_tour.py")
-    run = run_as_cell(ip, tour)
-    assert result_lines(run.stdout) == ["RESULT lazy_jit_tour ok"], run.stdout
+    run = run_as_cell(ip, load(Path(__file__).parent.parent / "data" / "cells" / f"{tour}.py"))
+    assert result_lines(run.stdout) == [f"RESULT {tour} ok"], run.stdout
     assert run.stop_line is None, run.result.note

@@ -36,12 +36,8 @@ from tilebench.workers.parallel import compile_all
 
 _LAZY_JIT_SIGNATURE = inspect.signature(lazy_jit)
 # modules of later tilelangs that the seeds use, and what a cell on tilelang 0.1.15 writes instead
-_NEWER_TILELANG = {
-    "tilelang.language.v2": (
-        "tilelang 0.1.15 has no JIT-v2 language; write the kernel with T (tilelang.language) under "
-        "tilelang.jit, as the lazy-JIT seed does; tb.tune and tb.place stand for tl.tune and tl.place"
-    ),
-}
+V2 = "tilelang.language.v2"
+V2_TOP = "tilelang, as import tilelang.language.v2 binds it"
 
 
 class TileLangView(types.ModuleType):
@@ -248,18 +244,29 @@ def views(
         "JITKernel": jit_kernel,
     }
     known = dict(_submodule_views())
+    known.update(_v2_views(cell_jit))
     known["tilelang.jit"] = TileLangView(sys.modules["tilelang.jit"], jit_names)
     known["tilelang.jit.kernel"] = TileLangView(sys.modules["tilelang.jit.kernel"], {"JITKernel": jit_kernel})
-    known["tilelang"] = TileLangView(
-        tilelang(),
-        {
-            **jit_names,
-            "autotune": autotune,
-            "autotuner": known["tilelang.autotuner"],
-            "profiler": known["tilelang.profiler"],
-        },
-    )
+    top = {
+        **jit_names,
+        "autotune": autotune,
+        "autotuner": known["tilelang.autotuner"],
+        "profiler": known["tilelang.profiler"],
+    }
+    known["tilelang"] = TileLangView(tilelang(), top)
+    known[V2_TOP] = TileLangView(tilelang(), {**top, "language": known["tilelang.language"]})
     return known
+
+
+def _v2_views(cell_jit: Callable[..., Any]) -> dict[str, TileLangView]:
+    """tilebench's JIT-v2 language as `tilelang.language.v2` (its `jit` the cell's, with the magic line's
+    options) and `tilelang.language` with it."""
+    from tilebench.compat import v2
+
+    language = sys.modules["tilelang.language"]
+    own = TileLangView(v2, {"jit": functools.partial(v2.jit, make_jit=cell_jit)})
+    with_v2 = TileLangView(language, {"v2": own})
+    return {V2: own, "tilelang.language": with_v2}
 
 
 def _cell_jit_kernel_class(cell_compile: Callable[..., Any]) -> type:
@@ -324,13 +331,9 @@ def importer(known: dict[str, TileLangView]) -> Callable[..., Any]:
     def cell_import(
         name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
     ) -> Any:
-        try:
-            module = builtins.__import__(name, globals, locals, fromlist, level)
-        except ModuleNotFoundError as error:
-            hint = _NEWER_TILELANG.get(error.name or "")
-            if hint is None:
-                raise
-            raise ModuleNotFoundError(f"{error}: {hint}", name=error.name) from None
+        if level == 0 and name == V2:  # the JIT-v2 language, which tilelang 0.1.15 lacks: tilebench's
+            return known[V2] if fromlist else known[V2_TOP]
+        module = builtins.__import__(name, globals, locals, fromlist, level)
         if level == 0 and (name == "tilelang" or name.startswith("tilelang.")):
             if fromlist:
                 return known.get(name, module)
