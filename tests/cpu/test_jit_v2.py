@@ -60,6 +60,39 @@ def test_a_strided_schema_passes_its_dynamic_strides_and_params_gives_sizes_then
     assert packed.compile(tb.place(128, 64, dtype=torch.float16, strides=(512, 1))) is kernel
 
 
+@tl.jit
+def matmul_at(A_ptr: tl.ptr, B_ptr: tl.ptr, M: int, N: int, K: int, dtype: torch.dtype = torch.float16):
+    """The v2 pointer style: addresses in, tensors made over them in the body."""
+    C = tl.empty((M, N), dtype=torch.float32)
+    A = tl.make_tensor(A_ptr, (M, K), dtype=dtype)
+    B = tl.make_tensor(B_ptr, (K, N), dtype=dtype)
+    with tl.Kernel(tl.ceildiv(N, 64), tl.ceildiv(M, 64), threads=128) as (bx, by):
+        A_s = tl.alloc_shared((64, 32), dtype=dtype)
+        B_s = tl.alloc_shared((32, 64), dtype=dtype)
+        acc = tl.alloc_fragment((64, 64), dtype=torch.float32)
+        tl.clear(acc)
+        for k in tl.Pipelined(tl.ceildiv(K, 32), num_stages=2):
+            tl.copy(A[by * 64, k * 32], A_s)
+            tl.copy(B[k * 32, bx * 64], B_s)
+            tl.gemm(A_s, B_s, acc)
+        tl.copy(acc, C[by * 64, bx * 64])
+    return C
+
+
+def test_pointer_arguments_compile_with_placeholder_addresses_in_parallel():
+    made = matmul_at.par_compile(
+        [
+            {"A_ptr": tl.empty_data_ptr(), "B_ptr": tl.empty_data_ptr(), "M": 256, "N": n, "K": 128}
+            for n in (64, 192)
+        ]
+    )
+    assert len({id(kernel) for kernel in made}) == 2
+    assert all("tma_load(A_desc" in kernel.get_kernel_source() for kernel in made)
+    assert len(matmul_at.specializations) == 1  # no tensor schema: one kernel function, two compiles
+    with pytest.raises(TypeError, match="an integer is taken as a device address only when the CUDA driver"):
+        matmul_at(0, 0, 256, 64, 128)
+
+
 def test_wrong_arguments_and_options_are_named():
     with pytest.raises(TypeError, match="argument 'X': the schema has 2 dimensions, the tensor 1"):
         double.compile(tb.place(100, dtype=torch.float16))

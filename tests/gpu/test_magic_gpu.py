@@ -1,6 +1,7 @@
 """%%tilelang on the GPU: compile, run against --ref, and sane Run-tab numbers (seed 001 and 002 kernels)."""
 
 import pytest
+import torch
 from IPython import get_ipython
 from IPython.testing.globalipapp import start_ipython
 from magic_cells import EAGER_GEMM, SEED_002
@@ -77,3 +78,20 @@ def test_the_lazy_jit_and_jit_v2_docs_cells_run_whole_and_their_results_match_to
     run = run_as_cell(ip, load(Path(__file__).parent.parent / "data" / "cells" / f"{tour}.py"))
     assert result_lines(run.stdout) == [f"RESULT {tour} ok"], run.stdout
     assert run.stop_line is None, run.result.note
+
+
+def test_a_jit_v2_pointer_kernel_runs_on_addresses_and_matches_torch():
+    import tilebench.compat.v2 as tl
+
+    @tl.jit
+    def scale_at(X_ptr: tl.ptr, rows: int, cols: int, factor: tl.dyn[float] = 2.0):
+        X = tl.make_tensor(X_ptr, (rows, cols), dtype=torch.float32)
+        Y = tl.empty((rows, cols), torch.float32)
+        with tl.Kernel(tl.ceildiv(rows, 32), threads=128) as bx:
+            for i, j in tl.Parallel(32, cols):
+                Y[bx * 32 + i, j] = X[bx * 32 + i, j] * factor
+        return Y
+
+    X = torch.randn(256, 64, device="cuda")
+    torch.testing.assert_close(scale_at(X.data_ptr(), 256, 64), X * 2)
+    torch.testing.assert_close(scale_at(X.data_ptr(), 256, 64, 0.5), X * 0.5)

@@ -4,7 +4,8 @@ A v2 kernel states its tensors' schemas in its signature: ``A: tl.Tensor[int, in
 sizes are compile-time constants, taken from the call; ``tl.dyn`` (or ``tl.dyn[int, "N"]``) marks a size, a
 stride or a scalar argument that stays a runtime value, one kernel for all of them; dtypes come from the
 arguments. The body reads ``A.shape_params()`` / ``A.params()``, makes outputs with ``tl.empty`` and returns
-them, and uses tilelang's language (``tl.Kernel``, ``tl.copy``, ... are ``T``'s).
+them, and uses tilelang's language (``tl.Kernel``, ``tl.copy``, ``tl.ptr``, ``tl.make_tensor``, ... are ``T``'s;
+a pointer argument takes ``tensor.data_ptr()``, and ``tl.empty_data_ptr()`` stands for one in a compile).
 
 Here each schema becomes tilelang 0.1.15's own eager form: per distinct call (sizes, dtypes), the function
 gets concrete ``T.Tensor`` annotations and goes through ``tb.jit`` (so calls, `tune`, `bench`, placeholders
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from tilebench.compiler.runtime import tilelang
-from tilebench.kernel.placeholders import place
+from tilebench.kernel.placeholders import empty_data_ptr, place
 from tilebench.tuner.space import Choice, tune
 
 _SCALARS = {int: "int32", float: "float32", bool: "bool"}
@@ -298,6 +299,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "JIT", "Schema", "StridedTensor", "Tensor", "add_compile_flags", "dyn", "empty", "get_tvm_dtype", "jit",
-    "place", "set_pass_configs", "tune",
+    "JIT", "Schema", "StridedTensor", "Tensor", "add_compile_flags", "dyn", "empty", "empty_data_ptr",
+    "get_tvm_dtype", "jit", "place", "set_pass_configs", "tune",
 ]  # fmt: skip
