@@ -44,6 +44,20 @@ def test_a_schema_specializes_on_its_constant_sizes_and_dtypes_and_not_on_its_dy
     assert len({id(first), id(wider), id(as_float)}) == 3
     assert ("X", ("float16", "dyn", 64)) in [part for key in double.specializations for part in key]
     assert "float* __restrict__ X" in signature(as_float)
+    elaborated = double.partial(tb.place(500, 64, dtype=torch.float16))
+    assert elaborated.const_args[:3] == ("float16", "dyn", 64)
+    assert tl.compile(elaborated, verbose=True).get_kernel_source() == first.get_kernel_source()
+
+
+def test_a_call_dispatches_by_the_tensors_sizes_and_dtype_to_the_kernel_function_of_its_schema():
+    for rows_now in (100, 300):  # reaches tb.jit's own checks: a CPU tensor is refused by name
+        with pytest.raises(ValueError, match="argument 'X' .* is on cpu, but the kernel runs on CUDA"):
+            double(torch.randn(rows_now, 64, dtype=torch.float16))
+        with pytest.raises(ValueError, match="argument 'X' .* is on cpu"):
+            double(torch.randn(rows_now, 64, dtype=torch.float16), scale=3.0)
+    assert ("X", ("float16", "dyn", 64)) in [part for key in double.specializations for part in key]
+    with pytest.raises(TypeError, match="argument 'X': the schema has 2 dimensions, the tensor 3"):
+        double(torch.randn(2, 100, 64, dtype=torch.float16))
 
 
 def test_a_strided_schema_passes_its_dynamic_strides_and_params_gives_sizes_then_dtype():

@@ -18,6 +18,7 @@ import functools
 import inspect
 import types
 from collections.abc import Callable, Iterable
+from itertools import compress
 from typing import Any
 
 from tilebench.compiler.runtime import tilelang
@@ -138,27 +139,35 @@ class _Names:
         return self.made[name]
 
 
-def _annotation(schema: Schema, value: Any, name: str, names: _Names) -> tuple[Any, tuple]:
-    """tilelang 0.1.15's annotation for one tensor argument, and its part of the specialization key."""
-    T = language()
+def _key_part(schema: Schema, value: Any, name: str) -> tuple:
+    """One tensor argument's part of the specialization key: dtype, constant sizes, constant strides."""
     shape, strides, dtype = _dims(value, name)
     if len(shape) != len(schema.dims):
         raise TypeError(
             f"argument {name!r}: the schema has {len(schema.dims)} dimensions, the tensor {len(shape)}"
         )
-    sizes = [
+    key = [get_tvm_dtype(dtype), *(n if part is int else "dyn" for n, part in zip(shape, schema.dims))]
+    if schema.strides is not None:
+        key += [s if part is int else "dyn" for s, part in zip(strides, schema.strides)]
+    return tuple(key)
+
+
+def _annotation(schema: Schema, value: Any, name: str, names: _Names) -> Any:
+    """tilelang 0.1.15's annotation for one tensor argument: constant sizes as they are, dynamic ones as
+    variables (`T.dynamic`)."""
+    T = language()
+    shape, strides, dtype = _dims(value, name)
+    sizes = tuple(
         n if part is int else names.var(part, f"{name}_shape_{i}")
         for i, (n, part) in enumerate(zip(shape, schema.dims))
-    ]
-    key = [get_tvm_dtype(dtype), *(n if part is int else "dyn" for n, part in zip(shape, schema.dims))]
+    )
     if schema.strides is None:
-        return T.Tensor[tuple(sizes), get_tvm_dtype(dtype)], tuple(key)
-    steps = [
+        return T.Tensor[sizes, get_tvm_dtype(dtype)]
+    steps = tuple(
         s if part is int else names.var(part, f"{name}_stride_{i}")
         for i, (s, part) in enumerate(zip(strides, schema.strides))
-    ]
-    key += [s if part is int else "dyn" for s, part in zip(strides, schema.strides)]
-    return T.StridedTensor[tuple(sizes), tuple(steps), get_tvm_dtype(dtype)], tuple(key)
+    )
+    return T.StridedTensor[sizes, steps, get_tvm_dtype(dtype)]
 
 
 class JIT:
@@ -171,6 +180,17 @@ class JIT:
         self.signature = inspect.signature(func)
         self.hints = inspect.get_annotations(func, eval_str=True)
         self._specialized: dict[tuple, Any] = {}
+        self._schemas = [(name, hint) for name, hint in self.hints.items() if isinstance(hint, Schema)]
+        order = list(self.signature.parameters)
+        self._positions = [  # for calls with positional tensors: (position, constant sizes, constant strides)
+            (
+                order.index(name),
+                [part is int for part in hint.dims],
+                [part is int for part in hint.strides or ()],
+            )
+            for name, hint in self._schemas
+        ]
+        self._fast: dict[tuple, Any] = {}  # a positional call's raw sizes and dtypes -> its kernel function
         functools.update_wrapper(self, func)
 
     def __repr__(self) -> str:
@@ -186,24 +206,55 @@ class JIT:
 
     def specialize(self, args: tuple, kwargs: dict) -> Any:
         """The tb.jit kernel function for these arguments (made on first use)."""
+        bound = self._bound(args, kwargs)
+        key = self.key(bound)
+        kernel = self._specialized.get(key)
+        if kernel is None:
+            names, hints = _Names(), dict(self.hints)
+            for name, hint in self.hints.items():
+                if isinstance(hint, Schema) and name in bound:
+                    hints[name] = _annotation(hint, bound[name], name, names)
+                elif isinstance(hint, Dyn):  # a runtime scalar, passed or left at its default
+                    hints[name] = getattr(language(), get_tvm_dtype(hint.kind))
+            kernel = self._specialized[key] = self._make_jit(_with_annotations(self.func, hints))
+        return kernel
+
+    def key(self, bound: dict[str, Any]) -> tuple:
+        """Per tensor parameter: its dtype, then each size and stride the schema holds constant ("dyn" where
+        it says tl.dyn)."""
+        return tuple(
+            (name, _key_part(hint, bound[name], name)) for name, hint in self._schemas if name in bound
+        )
+
+    def _bound(self, args: tuple, kwargs: dict) -> dict[str, Any]:
         try:
-            bound = self.signature.bind(*args, **kwargs)
+            return self.signature.bind(*args, **kwargs).arguments
         except TypeError as error:
             raise TypeError(f"{self.func.__name__}(): {error}") from None
-        names, hints, key = _Names(), dict(self.hints), []
-        for name, hint in self.hints.items():
-            if isinstance(hint, Schema) and name in bound.arguments:
-                hints[name], part = _annotation(hint, bound.arguments[name], name, names)
-                key.append((name, part))
-            elif isinstance(hint, Dyn):  # a runtime scalar, passed or left at its default
-                hints[name] = getattr(language(), get_tvm_dtype(hint.kind))
-        key_ = tuple(key)
-        if key_ not in self._specialized:
-            self._specialized[key_] = self._make_jit(_with_annotations(self.func, hints))
-        return self._specialized[key_]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs:  # one dict lookup on the tensors' raw sizes and dtypes (no binding, no dtype names)
+            try:
+                raw = self._raw_key(args)
+                kernel = self._fast.get(raw)
+            except (AttributeError, IndexError, TypeError):
+                raw = kernel = None
+            if kernel is None:
+                kernel = self.specialize(args, kwargs)
+                if raw is not None:
+                    self._fast[raw] = kernel
+            return kernel(*args)
         return self.specialize(args, kwargs)(*args, **kwargs)
+
+    def _raw_key(self, args: tuple) -> tuple:
+        key: list[Any] = []
+        for index, sizes, strides in self._positions:
+            value = args[index]
+            shape = value.shape
+            key += (value.dtype, len(shape), *compress(shape, sizes))
+            if strides:
+                key += compress(value.stride(), strides)
+        return tuple(key)
 
     def compile(self, *args: Any, **kwargs: Any) -> Any:
         return self.specialize(args, kwargs).compile(*args, **kwargs)
@@ -212,7 +263,11 @@ class JIT:
         return self.specialize(args, kwargs).bench(*args, **kwargs)
 
     def partial(self, *args: Any, **kwargs: Any) -> Any:
-        return self.specialize(args, kwargs).partial(*args, **kwargs)
+        """Elaborated, not compiled; its `const_args` (the cache key) starts with the schemas' constants."""
+        made = self.specialize(args, kwargs).partial(*args, **kwargs)
+        schemas = self.key(self._bound(args, kwargs))
+        made.const_args = tuple(value for _, part in schemas for value in part) + tuple(made.const_args)
+        return made
 
     def tune(self, *args: Any, tune_options: Any = None, **kwargs: Any) -> Any:
         return self.specialize(args, _fixed(kwargs)).tune(*args, tune_options=tune_options, **kwargs)
@@ -283,6 +338,14 @@ def jit(
     return JIT(func, lambda specialized: make_jit(specialized, **options))
 
 
+def compile(func: Any, **options: Any) -> Any:  # noqa: A001 - JIT-v2's name (tl.compile)
+    """Compile an elaborated call (`kernel.partial(...)`) or a PrimFunc now: `tb.compile`."""
+    from tilebench.compat.jit import compile as tb_compile
+
+    options.pop("verbose", None)  # JIT-v2's verbose printing: tb's kernels show their source on request
+    return tb_compile(func, **options)
+
+
 def empty(shape: Any, dtype: Any = "float32") -> Any:
     """An output tensor of the kernel, returned by its body (`T.empty`)."""
     return language().empty(shape, get_tvm_dtype(dtype))
@@ -299,6 +362,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "JIT", "Schema", "StridedTensor", "Tensor", "add_compile_flags", "dyn", "empty", "empty_data_ptr",
+    "JIT", "Schema", "StridedTensor", "Tensor", "add_compile_flags", "compile", "dyn", "empty", "empty_data_ptr",
     "get_tvm_dtype", "jit", "place", "set_pass_configs", "tune",
 ]  # fmt: skip
