@@ -35,7 +35,7 @@ from tilebench.workers.isolated import compile_isolated
 from tilebench.workers.parallel import compile_all
 
 _LAZY_JIT_SIGNATURE = inspect.signature(lazy_jit)
-# modules of later tilelangs that the seeds use, and what a cell on tilelang 0.1.15 writes instead
+# JIT-v2's language module (seed 001), which a cell gets from tilebench (tilelang 0.1.15 has none)
 V2 = "tilelang.language.v2"
 V2_TOP = "tilelang, as import tilelang.language.v2 binds it"
 
